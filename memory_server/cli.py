@@ -1,0 +1,157 @@
+"""Command line: options and environment variables in, a running stdio server out.
+
+Only this module prints, exits or configures logging, always on stderr: stdout carries the MCP protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from memory_server import __version__
+
+logger = logging.getLogger("memory_server")
+
+APP = "mcp-memory-contexts"
+DESCRIPTION = """\
+An MCP memory server: a knowledge graph (entities, relations, observations) kept in JSONL files,
+compatible with @modelcontextprotocol/server-memory, with switchable memory contexts
+(personal, work, one per project). Speaks MCP over stdio; logs go to stderr.
+
+Every option can also be set with the environment variable named in brackets;
+the option wins when both are given."""
+
+
+def cli(*args: str) -> None:
+    """Parse `args` (default: sys.argv), set up logging and contexts, and serve MCP over stdio until closed."""
+    options = _parser().parse_args(args or None)
+    logging.basicConfig(
+        level=options.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # Imported here so that --help and --version answer at once.
+    from memory_server.contexts import ContextRegistry, Contexts
+    from memory_server.server import build_server
+
+    registry = ContextRegistry(
+        options.contexts_directory, _default_memory_path(options.memory_path), options.lock_timeout
+    )
+    contexts = Contexts(
+        registry,
+        default_context=options.default_context,
+        project_dir=options.project_dir,
+        read_only=options.read_only,
+        lock_timeout=options.lock_timeout,
+    )
+    for problem in registry.problems():
+        logger.warning(problem)
+    logger.info("Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name)
+    build_server(contexts, context_admin=not options.no_context_admin).run("stdio")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=APP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    env = os.environ.get
+    parser.add_argument(
+        "--memory-path",
+        type=Path,
+        default=_path_or_none(env("MEMORY_FILE_PATH")),
+        help="memory file of the 'default' context; relative paths are relative to the current folder "
+        "[MEMORY_FILE_PATH] (default: $XDG_DATA_HOME/mcp-memory-contexts/memory.jsonl)",
+    )
+    parser.add_argument(
+        "--contexts-directory",
+        type=Path,
+        default=_path_or_none(env("MEMORY_CONTEXTS_DIR")) or _config_home() / APP,
+        help="folder of contexts.json, the context registry [MEMORY_CONTEXTS_DIR] "
+        "(default: $XDG_CONFIG_HOME/mcp-memory-contexts)",
+    )
+    parser.add_argument(
+        "--default-context",
+        default=env("MEMORY_DEFAULT_CONTEXT") or None,
+        help="context active at start [MEMORY_DEFAULT_CONTEXT] (default: activeContext of contexts.json, else 'default')",
+    )
+    parser.add_argument(
+        "--project-dir",
+        type=Path,
+        default=_path_or_none(env("MEMORY_PROJECT_DIR")),
+        help="folder to detect the project from for {projectDir} contexts [MEMORY_PROJECT_DIR] "
+        "(default: the client's workspace root, else the current folder)",
+    )
+    parser.add_argument(
+        "--read-only",
+        action="store_true",
+        default=_flag(env("MEMORY_READ_ONLY")),
+        help="refuse every change to every memory file [MEMORY_READ_ONLY=1]",
+    )
+    parser.add_argument(
+        "--no-context-admin",
+        action="store_true",
+        default=_flag(env("MEMORY_NO_CONTEXT_ADMIN")),
+        help="leave out the add_context and remove_context tools [MEMORY_NO_CONTEXT_ADMIN=1]",
+    )
+    parser.add_argument(
+        "--lock-timeout",
+        type=_positive_float,
+        default=_positive_float(env("MEMORY_LOCK_TIMEOUT") or "10"),
+        help="seconds to wait for another process's lock on a memory file [MEMORY_LOCK_TIMEOUT] (default: 10)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        type=str.lower,
+        default=(env("MEMORY_LOG_LEVEL") or "info").lower(),
+        help="how much to log on stderr [MEMORY_LOG_LEVEL] (default: info)",
+    )
+    parser.add_argument("--version", action="version", version=f"{APP} {__version__}")
+    return parser
+
+
+def _default_memory_path(given: Path | None) -> Path:
+    """The default context's file: --memory-path / MEMORY_FILE_PATH, else memory.jsonl in the user data folder.
+
+    Like the official server, a legacy memory.json in the data folder is renamed to memory.jsonl when that does
+    not exist yet.
+    """
+    if given is not None:
+        return Path(os.path.abspath(given.expanduser()))
+    folder = _data_home() / APP
+    path = folder / "memory.jsonl"
+    legacy = folder / "memory.json"
+    if legacy.is_file() and not path.exists():
+        try:
+            legacy.rename(path)
+            logger.warning("Renamed the legacy memory file %s to %s (JSONL format, same content).", legacy, path)
+        except OSError as problem:
+            logger.warning("Could not rename the legacy memory file %s to %s: %s", legacy, path, problem)
+    return path
+
+
+def _data_home() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+
+
+def _config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+
+
+def _path_or_none(value: str | None) -> Path | None:
+    return Path(value).expanduser() if value else None
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be more than 0 seconds")
+    return number

@@ -1,0 +1,105 @@
+"""File primitives shared by the memory store and the contexts registry: change stamps, the cross-process lock,
+and the project's single atomic-write helper."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import filelock
+
+from memory_server.errors import LockTimeoutError, MemoryFileError
+
+
+class Stamp(NamedTuple):
+    """Identifies one state of a file cheaply: an atomic replace changes the inode, an append the size and mtime."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+
+
+def stamp_of(path: Path) -> Stamp | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as problem:
+        raise MemoryFileError(path, "read", problem) from problem
+    return Stamp(st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def lock_path_for(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+@contextlib.contextmanager
+def locked(lock: filelock.BaseFileLock, timeout: float) -> Iterator[None]:
+    """Hold `lock`, turning filelock's failures into errors that name the file and the way out."""
+    lock_path = Path(lock.lock_file)
+    try:
+        lock.acquire(timeout=timeout)
+    except filelock.Timeout:
+        raise LockTimeoutError(lock_path, timeout) from None
+    except OSError as problem:
+        raise MemoryFileError(lock_path, "lock", problem) from problem
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` so that readers and crashes only ever see the old or the new content.
+
+    The temporary file sits in the same folder (a rename cannot cross file systems), is fsynced before the
+    rename, keeps the permissions of the file it replaces, and is removed if anything fails.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f"{temp_prefix(path)}{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(temp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _fsync_directory(path.parent)
+
+
+def temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def remove_stale_temp_files(path: Path) -> None:
+    """Delete temporary files a killed writer left beside `path`. Call only while holding the file's lock."""
+    with contextlib.suppress(OSError):
+        for leftover in path.parent.glob(glob.escape(temp_prefix(path)) + "*.tmp"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _fsync_directory(folder: Path) -> None:
+    # Makes the rename itself durable; some file systems refuse to open or sync a folder, which is harmless.
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,370 @@
+"""The knowledge graph and its JSONL file format, compatible line for line with the official memory server.
+
+A file is a list of lines. Each line is an entity, a relation, or a line we cannot use (bad JSON, an unknown
+`type`, a missing field...). Unusable lines are kept verbatim in their place, so a rewrite never loses them, and
+unchanged records are written back with their original text, so a rewrite only re-serialises what changed.
+
+Mutations validate first and change the graph only once nothing can fail; they record what the store must do
+to persist them (append lines, or rewrite the file) in `graph.edits`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_server.errors import EntityNotFoundError
+
+ENTITY_KEYS = ("type", "name", "entityType", "observations")
+RELATION_KEYS = ("type", "from", "to", "relationType")
+
+
+@dataclass(eq=False)
+class Entity:
+    name: str
+    entity_type: str
+    observations: list[str]
+    extra: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None  # the line this was read from; None when new or changed since
+    slot: int = -1  # position in KnowledgeGraph.records
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "entityType": self.entity_type, "observations": list(self.observations)}
+
+
+@dataclass(eq=False)
+class Relation:
+    source: str
+    target: str
+    relation_type: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+    slot: int = -1
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.source, self.target, self.relation_type)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.source, "to": self.target, "relationType": self.relation_type}
+
+
+@dataclass(eq=False)
+class UnusableLine:
+    """A line kept verbatim because it is not an entity or a relation. Blank lines have no reason."""
+
+    text: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class SkippedLine:
+    line_number: int
+    reason: str
+
+
+@dataclass
+class Edits:
+    """What the store must write to persist the mutations made since the last write."""
+
+    appended: list[Entity | Relation] = field(default_factory=list)
+    rewrite: bool = False
+
+    def __bool__(self) -> bool:
+        return self.rewrite or bool(self.appended)
+
+
+Record = Entity | Relation | UnusableLine | None  # None: a line removed since the last write
+
+
+class KnowledgeGraph:
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.entities: dict[str, Entity] = {}
+        self.relations: dict[tuple[str, str, str], Relation] = {}
+        self._relations_of: dict[str, dict[tuple[str, str, str], Relation]] = {}
+        self._unusable = 0
+        self.edits = Edits()
+
+    # ---- reading -------------------------------------------------------------------------------------------
+
+    @classmethod
+    def parse(cls, text: str) -> KnowledgeGraph:
+        graph = cls()
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()  # the newline that ends the last line
+        for line in lines:
+            graph._load_line(line)
+        return graph
+
+    def skipped_lines(self) -> list[SkippedLine]:
+        """Unusable lines with their 1-based numbers in the file this graph was read from or last wrote."""
+        if not self._unusable:
+            return []
+        return [
+            SkippedLine(number, record.reason)
+            for number, record in enumerate(self.records, start=1)
+            if isinstance(record, UnusableLine) and record.reason
+        ]
+
+    def lines(self) -> Iterator[str]:
+        """Every line of the file, in order, without newlines."""
+        for record in self.records:
+            if record is not None:
+                yield _text_of(record)
+
+    def lines_of(self, records: Iterable[Entity | Relation]) -> list[str]:
+        return [_text_of(record) for record in records]
+
+    def entity_list(self) -> list[Entity]:
+        return list(self.entities.values())
+
+    def relations_touching(self, names: Iterable[str]) -> list[Relation]:
+        """Relations with either end among `names`, each once, in file order."""
+        found: dict[tuple[str, str, str], Relation] = {}
+        for name in names:
+            found.update(self._relations_of.get(name, {}))
+        return sorted(found.values(), key=lambda relation: relation.slot)
+
+    def open_nodes(self, names: Iterable[str]) -> tuple[list[Entity], list[Relation]]:
+        entities = sorted({n: self.entities[n] for n in names if n in self.entities}.values(), key=_slot)
+        return entities, self.relations_touching(e.name for e in entities)
+
+    def search_substring(self, query: str) -> tuple[list[Entity], list[Relation]]:
+        """The official server's search: the query, case-insensitively, inside a name, a type or an observation."""
+        needle = query.lower()
+        entities = [
+            e
+            for e in self.entities.values()
+            if needle in e.name.lower()
+            or needle in e.entity_type.lower()
+            or any(needle in o.lower() for o in e.observations)
+        ]
+        return entities, self.relations_touching(e.name for e in entities)
+
+    # ---- mutations -----------------------------------------------------------------------------------------
+
+    def create_entities(self, entities: Iterable[Entity]) -> list[Entity]:
+        added: list[Entity] = []
+        for entity in entities:
+            if entity.name not in self.entities:
+                entity.observations = list(dict.fromkeys(entity.observations))
+                self._append(entity)
+                added.append(entity)
+        return added
+
+    def create_relations(self, relations: Iterable[Relation]) -> list[Relation]:
+        relations = list(relations)
+        for relation in relations:
+            for end in (relation.source, relation.target):
+                if end not in self.entities:
+                    raise EntityNotFoundError(end)
+        added: list[Relation] = []
+        for relation in relations:
+            if relation.key not in self.relations:
+                self._append(relation)
+                added.append(relation)
+        return added
+
+    def add_observations(self, additions: Iterable[tuple[str, list[str]]]) -> list[tuple[str, list[str]]]:
+        additions = list(additions)
+        for name, _ in additions:
+            if name not in self.entities:
+                raise EntityNotFoundError(name)
+        results = []
+        for name, contents in additions:
+            entity = self.entities[name]
+            known = set(entity.observations)
+            new = [c for c in dict.fromkeys(contents) if c not in known]
+            if new:
+                entity.observations.extend(new)
+                self._changed(entity)
+            results.append((name, new))
+        return results
+
+    def delete_entities(self, names: Iterable[str]) -> None:
+        for name in dict.fromkeys(names):
+            entity = self.entities.pop(name, None)
+            if entity is None:
+                continue
+            self._remove_record(entity)
+            for relation in list(self._relations_of.get(name, {}).values()):
+                self._remove_relation(relation)
+
+    def delete_observations(self, deletions: Iterable[tuple[str, list[str]]]) -> None:
+        for name, observations in deletions:
+            entity = self.entities.get(name)
+            if entity is None:
+                continue
+            doomed = set(observations)
+            kept = [o for o in entity.observations if o not in doomed]
+            if len(kept) != len(entity.observations):
+                entity.observations = kept
+                self._changed(entity)
+
+    def delete_relations(self, keys: Iterable[tuple[str, str, str]]) -> None:
+        for key in keys:
+            relation = self.relations.get(key)
+            if relation is not None:
+                self._remove_relation(relation)
+
+    def written(self) -> None:
+        """The store has persisted the edits: drop removed lines and start a new batch."""
+        if self.edits.rewrite:
+            self.records = [r for r in self.records if r is not None]
+            for slot, record in enumerate(self.records):
+                if isinstance(record, (Entity, Relation)):
+                    record.slot = slot
+        self.edits = Edits()
+
+    # ---- internals -----------------------------------------------------------------------------------------
+
+    def _load_line(self, line: str) -> None:
+        if not line.strip():
+            self.records.append(UnusableLine(line, None))
+            return
+        try:
+            record = decode_line(line)
+        except ValueError as problem:
+            self.records.append(UnusableLine(line, str(problem)))
+            self._unusable += 1
+            return
+        if isinstance(record, Entity):
+            first = self.entities.get(record.name)
+            if first is not None:
+                # An older writer stored the name twice: merge, so nothing is lost and the name stays unique.
+                known = set(first.observations)
+                first.observations.extend(o for o in dict.fromkeys(record.observations) if o not in known)
+                first.text = None
+                self.records.append(None)
+                return
+            self._index(record, len(self.records))
+        elif record.key in self.relations:
+            self.records.append(None)
+            return
+        else:
+            self._index(record, len(self.records))
+        self.records.append(record)
+
+    def _index(self, record: Entity | Relation, slot: int) -> None:
+        record.slot = slot
+        if isinstance(record, Entity):
+            self.entities[record.name] = record
+        else:
+            self.relations[record.key] = record
+            self._relations_of.setdefault(record.source, {})[record.key] = record
+            self._relations_of.setdefault(record.target, {})[record.key] = record
+
+    def _append(self, record: Entity | Relation) -> None:
+        record.text = None
+        self._index(record, len(self.records))
+        self.records.append(record)
+        self.edits.appended.append(record)
+
+    def _changed(self, record: Entity | Relation) -> None:
+        record.text = None
+        self.edits.rewrite = True
+
+    def _remove_record(self, record: Entity | Relation) -> None:
+        self.records[record.slot] = None
+        self.edits.rewrite = True
+
+    def _remove_relation(self, relation: Relation) -> None:
+        del self.relations[relation.key]
+        for end in (relation.source, relation.target):
+            self._relations_of.get(end, {}).pop(relation.key, None)
+        self._remove_record(relation)
+
+
+# ---- the line codec ----------------------------------------------------------------------------------------
+
+
+def decode_line(line: str) -> Entity | Relation:
+    """Parse one line; raise ValueError with a short reason if it is not an entity or a relation."""
+    if line.startswith("\ufeff"):
+        raise ValueError("starts with a byte-order mark")
+    if not line.isascii() and _LONE_SURROGATE.search(line):
+        raise ValueError("not valid UTF-8")  # the file's bytes, decoded with surrogateescape
+    try:
+        data = json.loads(line, parse_constant=_reject_constant)
+    except json.JSONDecodeError as problem:
+        raise ValueError(f"not valid JSON ({problem.msg} at column {problem.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    kind = data.get("type")
+    if kind == "entity":
+        name, entity_type, observations = (data.get(k) for k in ENTITY_KEYS[1:])
+        _require_str(data, "name", "entityType")
+        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
+            raise ValueError("entity field 'observations' is not a list of strings")
+        extra = {k: v for k, v in data.items() if k not in ENTITY_KEYS}
+        return Entity(name, entity_type, observations, extra, text=line)
+    if kind == "relation":
+        _require_str(data, "from", "to", "relationType")
+        extra = {k: v for k, v in data.items() if k not in RELATION_KEYS}
+        return Relation(data["from"], data["to"], data["relationType"], extra, text=line)
+    raise ValueError(f"unknown type {kind!r} (expected 'entity' or 'relation')")
+
+
+def encode_entity(entity: Entity) -> str:
+    return _dumps(
+        {
+            "type": "entity",
+            "name": entity.name,
+            "entityType": entity.entity_type,
+            "observations": entity.observations,
+            **entity.extra,
+        }
+    )
+
+
+def encode_relation(relation: Relation) -> str:
+    return _dumps(
+        {
+            "type": "relation",
+            "from": relation.source,
+            "to": relation.target,
+            "relationType": relation.relation_type,
+            **relation.extra,
+        }
+    )
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    # Like JavaScript's JSON.stringify: compact, non-ASCII as is, lone surrogates escaped (UTF-8 cannot hold them).
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
+
+
+def _text_of(record: Entity | Relation | UnusableLine) -> str:
+    if isinstance(record, UnusableLine):
+        return record.text
+    if record.text is None:
+        record.text = encode_entity(record) if isinstance(record, Entity) else encode_relation(record)
+    return record.text
+
+
+def _require_str(data: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        if not isinstance(data.get(key), str):
+            problem = "is missing" if key not in data else "is not a string"
+            raise ValueError(f"{data['type']} field '{key}' {problem}")
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"not valid JSON ({name} is not allowed)")
+
+
+def _slot(record: Entity | Relation) -> int:
+    return record.slot

@@ -1,0 +1,113 @@
+"""The typed edge of the MCP tools: input items and results, shaped exactly like the official memory server's
+(same property names and descriptions), plus our `context` and `warnings` keys."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only spaces; give a real name")
+    return value
+
+
+Name = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]
+
+
+ENTITY_NAME = "The name of the entity"
+ENTITY_TYPE = "The type of the entity"
+OBSERVATIONS = "An array of observation contents associated with the entity"
+RELATION_FROM = "The name of the entity where the relation starts"
+RELATION_TO = "The name of the entity where the relation ends"
+RELATION_TYPE = "The type of the relation"
+
+
+class EntityItem(BaseModel):
+    model_config = ConfigDict(title="Entity")
+
+    name: Annotated[Name, Field(description=ENTITY_NAME)]
+    entityType: Annotated[Name, Field(description=ENTITY_TYPE)]
+    observations: Annotated[list[str], Field(description=OBSERVATIONS)]
+
+
+class RelationItem(BaseModel):
+    model_config = ConfigDict(title="Relation", populate_by_name=True)
+
+    source: Annotated[Name, Field(alias="from", description=RELATION_FROM)]
+    to: Annotated[Name, Field(description=RELATION_TO)]
+    relationType: Annotated[Name, Field(description=RELATION_TYPE)]
+
+
+class RelationKey(BaseModel):
+    """A relation as stored: any strings. Deletions take these, so an odd name is simply not found."""
+
+    model_config = ConfigDict(title="Relation", populate_by_name=True)
+
+    source: Annotated[str, Field(alias="from", description=RELATION_FROM)]
+    to: Annotated[str, Field(description=RELATION_TO)]
+    relationType: Annotated[str, Field(description=RELATION_TYPE)]
+
+
+class EntityRecord(BaseModel):
+    """An entity as stored, in results: whatever an older file holds is shown as it is."""
+
+    model_config = ConfigDict(title="Entity")
+
+    name: Annotated[str, Field(description=ENTITY_NAME)]
+    entityType: Annotated[str, Field(description=ENTITY_TYPE)]
+    observations: Annotated[list[str], Field(description=OBSERVATIONS)]
+
+
+class ObservationAddition(BaseModel):
+    entityName: Annotated[Name, Field(description="The name of the entity to add the observations to")]
+    contents: Annotated[list[str], Field(description="An array of observation contents to add")]
+
+
+class ObservationDeletion(BaseModel):
+    entityName: Annotated[str, Field(description="The name of the entity containing the observations")]
+    observations: Annotated[list[str], Field(description="An array of observations to delete")]
+
+
+# ---- results -------------------------------------------------------------------------------------------------
+
+
+class ContextInfo(BaseModel):
+    name: str
+    path: str
+    projectDir: str | None = None
+    readOnly: bool
+
+
+class _Result(BaseModel):
+    context: ContextInfo | None = None
+    warnings: list[str] | None = None
+
+
+class EntitiesResult(_Result):
+    entities: list[EntityRecord]
+
+
+class RelationsResult(_Result):
+    relations: list[RelationKey]
+
+
+class AddedObservations(BaseModel):
+    entityName: str
+    addedObservations: list[str]
+
+
+class ObservationsResult(_Result):
+    results: list[AddedObservations]
+
+
+class SuccessResult(_Result):
+    success: bool
+    message: str
+
+
+class GraphResult(_Result):
+    entities: list[EntityRecord]
+    relations: list[RelationKey]

@@ -1,0 +1,557 @@
+"""The MCP edge: tool definitions, argument checking, and result shaping. The only module that knows MCP.
+
+Each tool validates its input with pydantic, calls one core function in a worker thread, and answers with the
+official memory server's `structuredContent` plus a `context` object; the text starts with a line naming the
+context and file it used. Core errors become `isError` results here, in one place.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote, urlparse
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
+from pydantic import Field
+
+from memory_server import __version__
+from memory_server.contexts import Contexts, ContextConfig, ResolvedContext, new_context
+from memory_server.errors import MemoryServerError
+from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.models import (
+    EntitiesResult,
+    EntityItem,
+    GraphResult,
+    ObservationAddition,
+    ObservationDeletion,
+    ObservationsResult,
+    RelationItem,
+    RelationKey,
+    RelationsResult,
+    SuccessResult,
+)
+from memory_server.store import GraphStore
+
+logger = logging.getLogger(__name__)
+
+ContextArg = Annotated[
+    str | None,
+    Field(description="Memory context to use for this call only (see list_contexts). Default: the active context."),
+]
+ProjectDirArg = Annotated[
+    str | None,
+    Field(
+        description="Folder to detect the project from, for a project-based context. "
+        "Default: MEMORY_PROJECT_DIR, else the client's workspace root, else the server's folder."
+    ),
+]
+
+READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
+DELETE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
+
+Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
+
+
+class MemoryTools:
+    """The tools of one server process, bound to its contexts."""
+
+    def __init__(self, contexts: Contexts) -> None:
+        self.contexts = contexts
+        self._roots_stale = True
+
+    # ---- the nine tools of the official server --------------------------------------------------------------
+
+    async def create_entities(
+        self, entities: list[EntityItem], ctx: Context, context: ContextArg = None, projectDir: ProjectDirArg = None
+    ) -> Annotated[CallToolResult, EntitiesResult]:
+        new = [Entity(e.name, e.entityType, list(e.observations)) for e in entities]
+
+        def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+            resolved.require_writable()
+            added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
+            return {"entities": added}, _json(added)
+
+        return await self._call(ctx, context, projectDir, work)
+
+    async def create_relations(
+        self, relations: list[RelationItem], ctx: Context, context: ContextArg = None, projectDir: ProjectDirArg = None
+    ) -> Annotated[CallToolResult, RelationsResult]:
+        new = [Relation(r.source, r.to, r.relationType) for r in relations]
+
+        def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+            resolved.require_writable()
+            added = [r.to_dict() for r in store.mutate(lambda graph: graph.create_relations(new))]
+            return {"relations": added}, _json(added)
+
+        return await self._call(ctx, context, projectDir, work)
+
+    async def add_observations(
+        self,
+        observations: list[ObservationAddition],
+        ctx: Context,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, ObservationsResult]:
+        additions = [(o.entityName, list(o.contents)) for o in observations]
+
+        def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+            resolved.require_writable()
+            done = store.mutate(lambda graph: graph.add_observations(additions))
+            results = [{"entityName": name, "addedObservations": added} for name, added in done]
+            return {"results": results}, _json(results)
+
+        return await self._call(ctx, context, projectDir, work)
+
+    async def delete_entities(
+        self,
+        entityNames: Annotated[list[str], Field(description="An array of entity names to delete")],
+        ctx: Context,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, SuccessResult]:
+        return await self._call(
+            ctx, context, projectDir, _deletion(lambda graph: graph.delete_entities(entityNames), "Entities")
+        )
+
+    async def delete_observations(
+        self,
+        deletions: list[ObservationDeletion],
+        ctx: Context,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, SuccessResult]:
+        pairs = [(d.entityName, list(d.observations)) for d in deletions]
+        return await self._call(
+            ctx, context, projectDir, _deletion(lambda graph: graph.delete_observations(pairs), "Observations")
+        )
+
+    async def delete_relations(
+        self,
+        relations: Annotated[list[RelationKey], Field(description="An array of relations to delete")],
+        ctx: Context,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, SuccessResult]:
+        keys = [(r.source, r.to, r.relationType) for r in relations]
+        return await self._call(
+            ctx, context, projectDir, _deletion(lambda graph: graph.delete_relations(keys), "Relations")
+        )
+
+    async def read_graph(
+        self, ctx: Context, context: ContextArg = None, projectDir: ProjectDirArg = None
+    ) -> Annotated[CallToolResult, GraphResult]:
+        return await self._call(
+            ctx, context, projectDir, _graph_reader(lambda g: (g.entity_list(), list(g.relations.values())))
+        )
+
+    async def search_nodes(
+        self,
+        query: Annotated[
+            str, Field(description="The search query to match against entity names, types, and observation content")
+        ],
+        ctx: Context,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, GraphResult]:
+        return await self._call(ctx, context, projectDir, _graph_reader(lambda g: g.search_substring(query)))
+
+    async def open_nodes(
+        self,
+        names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
+        ctx: Context,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, GraphResult]:
+        return await self._call(ctx, context, projectDir, _graph_reader(lambda g: g.open_nodes(names)))
+
+    # ---- contexts ---------------------------------------------------------------------------------------------
+
+    async def list_contexts(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
+        await self._sync_roots(ctx)
+        return await anyio.to_thread.run_sync(self._list_contexts, projectDir)
+
+    async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
+        await self._sync_roots(ctx)
+        return await anyio.to_thread.run_sync(self._active_report, projectDir, None)
+
+    async def set_active_context(
+        self,
+        name: Annotated[str, Field(description="Name of the context to make active (see list_contexts)")],
+        ctx: Context,
+        persist: Annotated[
+            bool, Field(description="Also save it as activeContext in contexts.json, for future server starts")
+        ] = False,
+        projectDir: ProjectDirArg = None,
+    ) -> CallToolResult:
+        await self._sync_roots(ctx)
+
+        def switch() -> CallToolResult:
+            try:
+                config = self.contexts.set_active(name)
+                if persist:
+                    self.contexts.registry.persist_active(config.name)
+            except MemoryServerError as problem:
+                return _error(None, self._warnings(None), str(problem))
+            saved = " and saved it in contexts.json" if persist else " for this session"
+            return self._active_report(projectDir, f"Switched to context '{config.name}'{saved}.")
+
+        return await anyio.to_thread.run_sync(switch)
+
+    async def add_context(
+        self,
+        name: Annotated[str, Field(description="New context name: letters, digits, '_' or '-', at most 64")],
+        path: Annotated[
+            str,
+            Field(
+                description="Memory file path ending in .jsonl, e.g. '~/.ai-memory/work.jsonl', or a project "
+                "template such as '{projectDir}/.ai-memory.jsonl'"
+            ),
+        ],
+        ctx: Context,
+        description: Annotated[str, Field(description="What this memory is for")] = "",
+        markers: Annotated[
+            list[str] | None, Field(description="Project markers for a {projectDir} path, e.g. ['.git']")
+        ] = None,
+        maxDepth: Annotated[
+            int | None, Field(description="How many folders up to look for a project marker (default 5)")
+        ] = None,
+        readOnly: Annotated[bool, Field(description="Refuse every change to this memory")] = False,
+        projectDir: ProjectDirArg = None,
+    ) -> CallToolResult:
+        def add() -> None:
+            config = new_context(self.contexts, name, path, description, markers, maxDepth, readOnly, projectDir)
+            self.contexts.registry.add(config)
+
+        return await self._call_admin(ctx, projectDir, add, f"Added context '{name}'", name)
+
+    async def remove_context(
+        self,
+        name: Annotated[str, Field(description="Name of the context to forget; its memory file is kept")],
+        ctx: Context,
+    ) -> CallToolResult:
+        return await self._call_admin(
+            ctx, None, lambda: self.contexts.forget(name), f"Removed context '{name}' (its file is kept)", None
+        )
+
+    # ---- plumbing ---------------------------------------------------------------------------------------------
+
+    async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
+        await self._sync_roots(ctx)
+        return await anyio.to_thread.run_sync(self._run, name, project_dir, work)
+
+    async def _call_admin(
+        self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str, show: str | None
+    ) -> CallToolResult:
+        await self._sync_roots(ctx)
+
+        def run() -> CallToolResult:
+            try:
+                change()
+            except MemoryServerError as problem:
+                return _error(None, self._warnings(None), str(problem))
+            return self._list_contexts(project_dir, note=done, highlight=show)
+
+        return await anyio.to_thread.run_sync(run)
+
+    def _run(self, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
+        resolved: ResolvedContext | None = None
+        store: GraphStore | None = None
+        try:
+            resolved = self.contexts.resolve(name, project_dir)
+            store = self.contexts.store(resolved)
+            structured, text = work(resolved, store)
+        except MemoryServerError as problem:
+            return _error(resolved, self._warnings(store), str(problem))
+        warnings = self._warnings(store)
+        structured["context"] = resolved.summary()
+        if warnings:
+            structured["warnings"] = warnings
+        return CallToolResult(
+            content=[TextContent(type="text", text=_text(resolved, warnings, text))], structured_content=structured
+        )
+
+    def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
+        config = self.contexts.registry.get(self.contexts.active_name)
+        resolved: ResolvedContext | None = None
+        try:
+            resolved = self.contexts.resolve_config(config, project_dir)
+        except MemoryServerError as problem:
+            info = self._describe(config, None, str(problem))
+            where = f"its file cannot be resolved now: {problem}"
+        else:
+            info = self._describe(config, resolved, None)
+            where = f"it uses {resolved.path}"
+            if resolved.project is not None:
+                info["projectMarker"] = resolved.project.marker
+                where += f" (project {resolved.project.root}, found by its {resolved.project.marker})"
+        structured: dict[str, Any] = {"active": info}
+        if resolved is not None:
+            structured["context"] = resolved.summary()
+        warnings = self._warnings(None)
+        if warnings:
+            structured["warnings"] = warnings
+        body = f"{note + ' ' if note else ''}Active context '{config.name}': {where}."
+        return CallToolResult(
+            content=[TextContent(type="text", text=_text(resolved, warnings, body))], structured_content=structured
+        )
+
+    def _warnings(self, store: GraphStore | None) -> list[str]:
+        warnings = self.contexts.registry.problems()
+        note = store.take_warning() if store is not None else None
+        return warnings + [note] if note else warnings
+
+    def _list_contexts(
+        self, project_dir: str | None, note: str | None = None, highlight: str | None = None
+    ) -> CallToolResult:
+        active = self.contexts.active_name
+        described = []
+        for config in self.contexts.registry.contexts():
+            try:
+                resolved = self.contexts.resolve_config(config, project_dir)
+            except MemoryServerError as problem:
+                described.append(self._describe(config, None, str(problem)))
+                continue
+            described.append(self._describe(config, resolved, None))
+        for item in described:
+            item["active"] = item["name"] == active
+        lines = [note] if note else []
+        lines += [_context_line(item) for item in described]
+        structured: dict[str, Any] = {"activeContext": active, "contexts": described}
+        if note:
+            structured["message"] = note
+        warnings = self._warnings(None)
+        if warnings:
+            structured["warnings"] = warnings
+        text = "\n".join([*(f"Warning: {w}" for w in warnings), *lines])
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+    def _describe(
+        self, config: ContextConfig, resolved: ResolvedContext | None, problem: str | None
+    ) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "name": config.name,
+            "description": config.description,
+            "pathTemplate": config.path,
+            "path": str(resolved.path) if resolved else None,
+            "isProjectBased": config.project_based,
+            "readOnly": self.contexts.read_only or config.read_only,
+            "active": config.name == self.contexts.active_name,
+        }
+        if resolved is None:
+            info["unresolvedReason"] = problem or "cannot be resolved now"
+            return info
+        if resolved.project is not None:
+            info["projectDir"] = str(resolved.project.root)
+        info.update(_counts(self.contexts.store(resolved)))
+        return info
+
+    async def _sync_roots(self, ctx: Context) -> None:
+        """Ask the client for its workspace roots when they may have changed (start, roots/list_changed)."""
+        if not self._roots_stale:
+            return
+        capabilities = ctx.client_capabilities
+        if capabilities is None or capabilities.roots is None:
+            self._roots_stale = False
+            return
+        try:
+            with anyio.fail_after(5):
+                result = await ctx.session.list_roots()
+        except Exception as problem:  # a client that cannot answer leaves detection to the other rules
+            logger.warning("Could not read the client's workspace roots: %s", problem)
+            return
+        self.contexts.roots = [p for p in (_file_path(str(r.uri)) for r in result.roots) if p is not None]
+        self._roots_stale = False
+
+    def roots_changed(self) -> None:
+        self._roots_stale = True
+
+
+def build_server(contexts: Contexts, *, context_admin: bool = True) -> MCPServer:
+    tools = MemoryTools(contexts)
+    specs: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
+        (tools.create_entities, "Create Entities", "Create multiple new entities in the knowledge graph", CREATE),
+        (
+            tools.create_relations,
+            "Create Relations",
+            "Create multiple new relations between entities in the knowledge graph. "
+            "Relations should be in active voice",
+            CREATE,
+        ),
+        (
+            tools.add_observations,
+            "Add Observations",
+            "Add new observations to existing entities in the knowledge graph",
+            CREATE,
+        ),
+        (
+            tools.delete_entities,
+            "Delete Entities",
+            "Delete multiple entities and their associated relations from the knowledge graph",
+            DELETE,
+        ),
+        (
+            tools.delete_observations,
+            "Delete Observations",
+            "Delete specific observations from entities in the knowledge graph",
+            DELETE,
+        ),
+        (tools.delete_relations, "Delete Relations", "Delete multiple relations from the knowledge graph", DELETE),
+        (tools.read_graph, "Read Graph", "Read the entire knowledge graph", READ),
+        (tools.search_nodes, "Search Nodes", "Search for nodes in the knowledge graph based on a query", READ),
+        (tools.open_nodes, "Open Nodes", "Open specific nodes in the knowledge graph by their names", READ),
+        (
+            tools.list_contexts,
+            "List Contexts",
+            "List every memory context with its file, whether it is active, and how much it holds",
+            READ,
+        ),
+        (
+            tools.get_active_context,
+            "Get Active Context",
+            "Show the active memory context, its file and, for a project context, the detected project",
+            READ,
+        ),
+        (
+            tools.set_active_context,
+            "Set Active Context",
+            "Switch the memory context that the other tools use in this session",
+            ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False),
+        ),
+    ]
+    if context_admin:
+        specs += [
+            (
+                tools.add_context,
+                "Add Context",
+                "Register a new memory context: a .jsonl file, or a '{projectDir}/...' template for per-project memory",
+                ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False),
+            ),
+            (
+                tools.remove_context,
+                "Remove Context",
+                "Forget a memory context; its memory file is kept on disk",
+                ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False),
+            ),
+        ]
+    server = MCPServer(
+        name="memory-contexts",
+        version=__version__,
+        instructions="Long-term memory as a knowledge graph, kept in switchable memory contexts.",
+        tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
+    )
+
+    async def on_roots_changed(_ctx: Any, _params: Any) -> None:
+        tools.roots_changed()
+
+    # MCPServer has no public hook for client notifications; the low-level server does.
+    server._lowlevel_server.add_notification_handler(  # noqa: SLF001
+        "notifications/roots/list_changed", NotificationParams, on_roots_changed
+    )
+    return server
+
+
+def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:
+    tool = Tool.from_function(fn, title=title, description=description, annotations=annotations)
+    # Inline the $defs so the schemas read like the official server's: items' properties in place.
+    tool.parameters = _inline_refs(tool.parameters)
+    if tool.fn_metadata.output_schema is not None:
+        tool.fn_metadata.output_schema = _inline_refs(tool.fn_metadata.output_schema)
+    return tool
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    definitions = schema.get("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                merged = {**definitions[ref.removeprefix("#/$defs/")], **{k: v for k, v in node.items() if k != "$ref"}}
+                return inline(merged)
+            return {k: inline(v) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [inline(item) for item in node]
+        return node
+
+    return inline(schema)
+
+
+def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
+    message = f"{what} deleted successfully"
+
+    def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+        resolved.require_writable()
+        store.mutate(change)
+        return {"success": True, "message": message}, message
+
+    return work
+
+
+def _graph_reader(select: Callable[[KnowledgeGraph], tuple[list[Entity], list[Relation]]]) -> Work:
+    def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+        with store.reading() as graph:
+            entities, relations = select(graph)
+            result = {"entities": [e.to_dict() for e in entities], "relations": [r.to_dict() for r in relations]}
+        return result, _json(result)
+
+    return work
+
+
+def _counts(store: GraphStore) -> dict[str, Any]:
+    if not store.path.exists():
+        return {"fileExists": False, "entities": 0, "relations": 0, "observations": 0}
+    try:
+        with store.reading() as graph:
+            observations = sum(len(e.observations) for e in graph.entities.values())
+            return {
+                "fileExists": True,
+                "entities": len(graph.entities),
+                "relations": len(graph.relations),
+                "observations": observations,
+            }
+    except MemoryServerError as problem:
+        return {"fileExists": True, "error": str(problem)}
+
+
+def _context_line(item: dict[str, Any]) -> str:
+    mark = "* " if item["active"] else "  "
+    where = item["path"] or f"(unresolved: {item['unresolvedReason']})"
+    extra = ""
+    if "entities" in item:
+        extra = f" [{item['entities']} entities, {item['relations']} relations, {item['observations']} observations]"
+    flags = " read-only" if item["readOnly"] else ""
+    description = f" - {item['description']}" if item["description"] else ""
+    return f"{mark}{item['name']} → {where}{extra}{flags}{description}"
+
+
+def _header(resolved: ResolvedContext | None) -> str:
+    if resolved is None:
+        return ""
+    return f"[memory: {resolved.name} → {resolved.path}]"
+
+
+def _text(resolved: ResolvedContext | None, warnings: list[str], body: str) -> str:
+    parts = [_header(resolved), *(f"Warning: {w}" for w in warnings), body]
+    return "\n".join(p for p in parts if p)
+
+
+def _error(resolved: ResolvedContext | None, warnings: list[str], message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=_text(resolved, warnings, message))], is_error=True)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _file_path(uri: str) -> Path | None:
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return None
+    return Path(unquote(parsed.path))

@@ -1,0 +1,167 @@
+"""One memory file: a parsed graph cached while the file is unchanged, and safe writes.
+
+Every mutation runs as *lock -> re-read if another process changed the file -> apply -> persist*. Additions are
+appended when a single small write can hold them (a crash then leaves the old file or the new one, never half a
+line); anything else rewrites the file atomically. Reads reuse the cached graph while the file's stamp (inode,
+size, mtime) is unchanged, which costs one `stat`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import filelock
+
+from memory_server.errors import MemoryFileError
+from memory_server.files import (
+    Stamp,
+    lock_path_for,
+    locked,
+    remove_stale_temp_files,
+    stamp_of,
+    write_atomically,
+)
+from memory_server.graph import KnowledgeGraph, SkippedLine
+
+T = TypeVar("T")
+
+# A write(2) that stays inside one page of the file is not split by a signal, so an append that fits is
+# all-or-nothing even under SIGKILL; larger additions go through the atomic rewrite instead.
+_PAGE = 4096
+_MAX_LISTED_PROBLEMS = 10
+
+
+class GraphStore:
+    def __init__(self, path: Path, lock_timeout: float = 10.0) -> None:
+        self.path = path
+        self.lock_timeout = lock_timeout
+        self._file_lock = filelock.FileLock(lock_path_for(path), thread_local=False)
+        self._mutex = threading.RLock()  # tool calls run in worker threads
+        self._graph: KnowledgeGraph | None = None
+        self._stamp: Stamp | None = None
+        self._ends_with_newline = True
+        self._swept = False
+        self._warned = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[KnowledgeGraph]:
+        """The graph as the file holds it now, for reading only, while no other thread of ours changes it."""
+        with self._mutex:
+            if self._graph is None or self._stamp != stamp_of(self.path):
+                self._reload(lock=True)
+            assert self._graph is not None
+            yield self._graph
+
+    def mutate(self, change: Callable[[KnowledgeGraph], T]) -> T:
+        """Apply `change` to the current graph under the cross-process lock and persist what it edited."""
+        with self._mutex, locked(self._file_lock, self.lock_timeout):
+            if not self._swept:
+                remove_stale_temp_files(self.path)
+                self._swept = True
+            if self._graph is None or self._stamp != stamp_of(self.path):
+                self._reload(lock=False)
+            graph = self._graph
+            assert graph is not None
+            try:
+                result = change(graph)
+                if graph.edits:
+                    self._persist(graph)
+            except BaseException:
+                if graph.edits:  # the graph in memory no longer matches the file: read it again next time
+                    self._graph = None
+                raise
+            return result
+
+    def take_warning(self) -> str | None:
+        """A note on the lines this file could not use, given once per state of the file that another writer made."""
+        with self._mutex:
+            if self._warned or self._graph is None:
+                return None
+            self._warned = True
+            skipped = self._graph.skipped_lines()
+            return describe_skipped(self.path, skipped) if skipped else None
+
+    # ---- internals -----------------------------------------------------------------------------------------
+
+    def _reload(self, lock: bool) -> None:
+        stamp = stamp_of(self.path)
+        if stamp is None:
+            self._graph, self._stamp, self._ends_with_newline = KnowledgeGraph(), None, True
+            return
+        # Read under the lock so a concurrent append is never seen half-written; a folder we may not lock
+        # (read-only media) is still readable.
+        guard = contextlib.nullcontext()
+        if lock:
+            guard = locked(self._file_lock, self.lock_timeout)
+            if not os.access(self.path.parent, os.W_OK):
+                guard = contextlib.nullcontext()
+        with guard:
+            try:
+                with open(self.path, "rb") as file:
+                    data = file.read()
+                    stamp = Stamp(*_stat_fields(os.fstat(file.fileno())))
+            except OSError as problem:
+                raise MemoryFileError(self.path, "read", problem) from problem
+        self._graph = KnowledgeGraph.parse(data.decode("utf-8", "surrogateescape"))
+        self._stamp = stamp
+        self._ends_with_newline = not data or data.endswith(b"\n")
+        self._warned = False
+
+    def _persist(self, graph: KnowledgeGraph) -> None:
+        try:
+            payload = None if graph.edits.rewrite else self._append_payload(graph)
+            if payload is None:
+                write_atomically(self.path, _encode("".join(line + "\n" for line in graph.lines())))
+            else:
+                self._append(payload)
+        except OSError as problem:
+            raise MemoryFileError(self.path, "write", problem) from problem
+        graph.written()
+        self._stamp = stamp_of(self.path)
+        self._ends_with_newline = True
+
+    def _append_payload(self, graph: KnowledgeGraph) -> bytes | None:
+        if self._stamp is None:
+            return None  # a new file is created atomically
+        lines = graph.lines_of(graph.edits.appended)
+        payload = _encode(("" if self._ends_with_newline else "\n") + "".join(line + "\n" for line in lines))
+        if self._stamp.size % _PAGE + len(payload) > _PAGE:
+            return None
+        return payload
+
+    def _append(self, payload: bytes) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                if os.write(fd, payload) != len(payload):
+                    raise OSError(28, "No space left on device")
+                os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, size)  # leave the file exactly as it was
+                raise
+        finally:
+            os.close(fd)
+
+
+def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
+    listed = "; ".join(f"line {s.line_number}: {s.reason}" for s in skipped[:_MAX_LISTED_PROBLEMS])
+    more = f"; and {len(skipped) - _MAX_LISTED_PROBLEMS} more" if len(skipped) > _MAX_LISTED_PROBLEMS else ""
+    lines = "1 line" if len(skipped) == 1 else f"{len(skipped)} lines"
+    return (
+        f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
+        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph."
+    )
+
+
+def _encode(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")  # unusable lines go back byte for byte
+
+
+def _stat_fields(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns
