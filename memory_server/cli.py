@@ -35,11 +35,10 @@ def cli(*args: str) -> None:
     from memory_server.contexts import ContextRegistry, Contexts
     from memory_server.server import build_server
 
-    registry = ContextRegistry(
-        options.contexts_directory, _default_memory_path(options.memory_path), options.lock_timeout
-    )
+    registry = ContextRegistry(options.contexts_directory, _standard_memory_path(), options.lock_timeout)
     contexts = Contexts(
         registry,
+        memory_path=_absolute(options.memory_path) if options.memory_path else None,
         default_context=options.default_context,
         project_dir=options.project_dir,
         read_only=options.read_only,
@@ -111,14 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _default_memory_path(given: Path | None) -> Path:
-    """The default context's file: --memory-path / MEMORY_FILE_PATH, else memory.jsonl in the user data folder.
+def _standard_memory_path() -> Path:
+    """memory.jsonl in the user data folder: the default context's file unless --memory-path says otherwise.
 
-    Like the official server, a legacy memory.json in the data folder is renamed to memory.jsonl when that does
-    not exist yet.
+    Like the official server, a legacy memory.json there is renamed to memory.jsonl when that does not exist yet.
     """
-    if given is not None:
-        return Path(os.path.abspath(given.expanduser()))
     folder = _data_home() / APP
     path = folder / "memory.jsonl"
     legacy = folder / "memory.json"
@@ -129,6 +125,10 @@ def _default_memory_path(given: Path | None) -> Path:
         except OSError as problem:
             logger.warning("Could not rename the legacy memory file %s to %s: %s", legacy, path, problem)
     return path
+
+
+def _absolute(path: Path) -> Path:
+    return Path(os.path.abspath(path.expanduser()))
 
 
 def _data_home() -> Path:

@@ -302,12 +302,14 @@ class Contexts:
         self,
         registry: ContextRegistry,
         *,
+        memory_path: Path | None = None,
         default_context: str | None = None,
         project_dir: Path | None = None,
         read_only: bool = False,
         lock_timeout: float = 10.0,
     ) -> None:
         self.registry = registry
+        self.memory_path = memory_path  # --memory-path: the default context's file, whatever the registry says
         self.project_dir = project_dir
         self.read_only = read_only
         self.lock_timeout = lock_timeout
@@ -341,6 +343,8 @@ class Contexts:
 
     def resolve_config(self, config: ContextConfig, project_dir: str | None = None) -> ResolvedContext:
         read_only = self.read_only or config.read_only
+        if self.memory_path is not None and config.name.lower() == DEFAULT_CONTEXT:
+            return ResolvedContext(config.name, self.memory_path, config, read_only)
         if not config.project_based:
             return ResolvedContext(config.name, self.static_path(config.path), config, read_only)
         start = self.start(project_dir)

@@ -139,8 +139,9 @@ class GraphStore:
         try:
             size = os.fstat(fd).st_size
             try:
-                if os.write(fd, payload) != len(payload):
-                    raise OSError(28, "No space left on device")
+                view = memoryview(payload)
+                while view:  # a short write is followed by one that reports the real error (disk full...)
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             except BaseException:
                 os.ftruncate(fd, size)  # leave the file exactly as it was

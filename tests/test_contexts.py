@@ -1,0 +1,199 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from memory_server.contexts import (
+    ContextConfigError,
+    ContextRegistry,
+    Contexts,
+    UnknownContextError,
+    new_context,
+)
+from memory_server.errors import ReadOnlyError
+from memory_server.project import ProjectNotFoundError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def registry_in(folder: Path, data: dict | str | None = None) -> ContextRegistry:
+    folder.mkdir(parents=True, exist_ok=True)
+    if data is not None:
+        (folder / "contexts.json").write_text(data if isinstance(data, str) else json.dumps(data, indent=2))
+    return ContextRegistry(folder, folder / "default.jsonl")
+
+
+def test_first_run_creates_a_registry_with_the_default_context(tmp_path):
+    registry = registry_in(tmp_path / "cfg")
+    assert [c.name for c in registry.contexts()] == ["default"]
+    written = json.loads((tmp_path / "cfg" / "contexts.json").read_text())
+    assert written["contexts"][0]["name"] == "default"
+    assert written["activeContext"] == "default"
+    assert registry.problems() == []
+
+
+def test_the_example_file_loads_with_every_feature(tmp_path):
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    shutil.copy(REPO / "contexts.example.json", folder / "contexts.json")
+    registry = ContextRegistry(folder, tmp_path / "default.jsonl")
+    assert registry.problems() == []
+    by_name = {c.name: c for c in registry.contexts()}
+    assert set(by_name) == {"default", "personal", "work", "handbook", "project", "project-notes"}
+    assert by_name["project"].project_based and by_name["project"].rules.markers[0] == ".git"
+    assert by_name["project-notes"].project_based  # inferred from <projectDir>
+    assert by_name["handbook"].read_only
+    contexts = Contexts(registry)
+    assert contexts.active_name == "project"
+    shop = tmp_path / "shop"
+    (shop / ".git").mkdir(parents=True)
+    notes = contexts.resolve("project-notes", project_dir=str(shop))
+    assert notes.path == shop.resolve() / ".ai" / "shop-notes.jsonl"
+    assert contexts.resolve("personal").path == Path.home() / ".ai-memory" / "personal.jsonl"
+
+
+def test_memory_path_option_is_the_default_context_and_names_ignore_case(tmp_path):
+    registry = registry_in(tmp_path / "cfg", {"contexts": [{"name": "Work", "path": "work.jsonl"}]})
+    contexts = Contexts(registry)
+    assert contexts.resolve().path == tmp_path / "cfg" / "default.jsonl"
+    assert contexts.resolve("work").name == "Work"
+    assert contexts.resolve("WORK").path == tmp_path / "cfg" / "work.jsonl"  # relative to the registry's folder
+    with pytest.raises(UnknownContextError, match="Unknown context 'home'. Known contexts: default, Work"):
+        contexts.resolve("home")
+
+
+def test_a_malformed_registry_is_reported_with_its_line_and_never_overwritten(tmp_path):
+    text = '{\n  "contexts": [\n    {"name": "work", "path": "w.jsonl"},\n  ]\n}\n'
+    registry = registry_in(tmp_path / "cfg", text)
+    [problem] = registry.problems()
+    assert "contexts.json" in problem and "line 4" in problem
+    assert [c.name for c in registry.contexts()] == ["default"]
+    with pytest.raises(ContextConfigError, match="not changed until they are fixed"):
+        registry.add(new_context(Contexts(registry), "other", "/tmp/other.jsonl"))
+    assert (tmp_path / "cfg" / "contexts.json").read_text() == text
+
+
+def test_bad_entries_are_skipped_and_the_good_ones_kept(tmp_path):
+    data = {
+        "activeContext": "ghost",
+        "contexts": [
+            {"name": "ok", "path": "ok.jsonl"},
+            {"name": "bad name!", "path": "x.jsonl"},
+            {"name": "nopath"},
+            {"name": "OK", "path": "dup.jsonl"},
+        ],
+    }
+    registry = registry_in(tmp_path / "cfg", data)
+    assert [c.name for c in registry.contexts()] == ["default", "ok"]
+    problems = " | ".join(registry.problems())
+    assert "bad name!" not in [c.name for c in registry.contexts()]
+    for fragment in ("context #2", "context #3", "'path' field required", "used twice", "activeContext 'ghost'"):
+        assert fragment in problems
+    assert Contexts(registry).active_name == "default"
+
+
+def test_registry_is_reread_when_another_process_edits_it(tmp_path):
+    registry = registry_in(tmp_path / "cfg")
+    other = registry_in(tmp_path / "cfg")
+    other.add(new_context(Contexts(other), "work", str(tmp_path / "work.jsonl"), "Work"))
+    assert [c.name for c in registry.contexts()] == ["default", "work"]
+    assert registry.get("work").description == "Work"
+
+
+def test_add_and_remove_keep_unknown_keys_and_never_delete_files(tmp_path):
+    folder = tmp_path / "cfg"
+    registry = registry_in(folder, {"contexts": [], "note": "mine", "activeContext": "default"})
+    contexts = Contexts(registry)
+    memory = tmp_path / "work.jsonl"
+    memory.write_text('{"type":"entity","name":"a","entityType":"t","observations":[]}\n')
+    registry.add(new_context(contexts, "work", str(memory)))
+    contexts.set_active("work")
+    registry.persist_active("work")
+    with pytest.raises(ContextConfigError, match="already exists"):
+        registry.add(new_context(contexts, "WORK", str(tmp_path / "w2.jsonl")))
+    contexts.forget("work")
+    assert contexts.active_name == "default"
+    assert memory.exists()
+    written = json.loads((folder / "contexts.json").read_text())
+    assert written["note"] == "mine" and written["activeContext"] == "default"
+    with pytest.raises(ContextConfigError, match="cannot be removed"):
+        contexts.forget("default")
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("notes.txt", "must end in '.jsonl'"),
+        ("{projectDir}/../escape.jsonl", "leaves the project folder"),
+        ("/tmp/{projectDir}/x.jsonl", "must start with {projectDir}"),
+    ],
+)
+def test_add_context_refuses_unsafe_paths(tmp_path, path, problem):
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    with pytest.raises(ContextConfigError, match=problem.replace("(", r"\(").replace("{", r"\{").replace("}", r"\}")):
+        new_context(contexts, "x", path)
+
+
+def test_add_context_refuses_a_file_that_is_not_a_memory_file(tmp_path):
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    other = tmp_path / "data.jsonl"
+    other.write_text('{"event": "click"}\n')
+    with pytest.raises(ContextConfigError, match="does not look like a memory file"):
+        new_context(contexts, "x", str(other))
+
+
+def test_add_context_validates_name_and_markers(tmp_path):
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    with pytest.raises(ValueError, match="String should match pattern"):
+        new_context(contexts, "../etc", "/tmp/x.jsonl")
+    with pytest.raises(ValueError, match="plain file or folder name"):
+        new_context(contexts, "p", "{projectDir}/m.jsonl", markers=["../../secret"])
+
+
+def test_symlink_escape_from_the_project_is_refused(tmp_path):
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / "mem").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (tmp_path / "elsewhere").mkdir()
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    with pytest.raises(ContextConfigError, match="symbolic link"):
+        new_context(contexts, "p", "{projectDir}/mem/m.jsonl", project_dir=str(project))
+
+
+def test_project_detection_start_precedence(tmp_path):
+    a, b, c = (tmp_path / name for name in "abc")
+    for folder in (a, b, c):
+        (folder / ".git").mkdir(parents=True)
+    registry = registry_in(tmp_path / "cfg", {"contexts": [{"name": "p", "path": "{projectDir}/.ai-memory.jsonl"}]})
+    contexts = Contexts(registry, project_dir=b)
+    contexts.roots = [c]
+    assert contexts.resolve("p", project_dir=str(a)).project.root == a.resolve()
+    assert contexts.resolve("p").project.root == b.resolve()
+    contexts.project_dir = None
+    assert contexts.resolve("p").project.root == c.resolve()
+
+
+def test_unresolvable_project_context_fails_instead_of_falling_back(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    registry = registry_in(tmp_path / "cfg", {"contexts": [{"name": "p", "path": "{projectDir}/.ai-memory.jsonl"}]})
+    with pytest.raises(ProjectNotFoundError, match="the server's current folder"):
+        Contexts(registry).resolve("p")
+
+
+def test_read_only_contexts_refuse_writes(tmp_path):
+    registry = registry_in(tmp_path / "cfg", {"contexts": [{"name": "ro", "path": "ro.jsonl", "readOnly": True}]})
+    with pytest.raises(ReadOnlyError, match="Context 'ro'"):
+        Contexts(registry).resolve("ro").require_writable()
+    Contexts(registry).resolve("default").require_writable()
+    with pytest.raises(ReadOnlyError):
+        Contexts(registry, read_only=True).resolve("default").require_writable()
+
+
+def test_initial_active_context(tmp_path):
+    registry = registry_in(tmp_path / "cfg", {"activeContext": "w", "contexts": [{"name": "w", "path": "w.jsonl"}]})
+    assert Contexts(registry).active_name == "w"
+    assert Contexts(registry, default_context="default").active_name == "default"
+    assert Contexts(registry, default_context="nope").active_name == "w"

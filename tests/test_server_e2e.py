@@ -1,0 +1,225 @@
+"""The nine tools of the official memory server, driven over stdio by the SDK's client."""
+
+import json
+import os
+import subprocess
+import sys
+
+import anyio
+import pytest
+
+from helpers import call, connect, entity, failure, jsonl, ok, relation, server_env, text_of
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAM_TOOLS = {
+    # name: (title, annotations (readOnly, destructive, idempotent, openWorld), required input, structured keys)
+    "create_entities": ("Create Entities", (False, False, False, False), ["entities"], {"entities"}),
+    "create_relations": ("Create Relations", (False, False, False, False), ["relations"], {"relations"}),
+    "add_observations": ("Add Observations", (False, False, False, False), ["observations"], {"results"}),
+    "delete_entities": ("Delete Entities", (False, True, True, False), ["entityNames"], {"success", "message"}),
+    "delete_observations": ("Delete Observations", (False, True, True, False), ["deletions"], {"success", "message"}),
+    "delete_relations": ("Delete Relations", (False, True, True, False), ["relations"], {"success", "message"}),
+    "read_graph": ("Read Graph", (True, False, True, False), [], {"entities", "relations"}),
+    "search_nodes": ("Search Nodes", (True, False, True, False), ["query"], {"entities", "relations"}),
+    "open_nodes": ("Open Nodes", (True, False, True, False), ["names"], {"entities", "relations"}),
+}
+
+
+@pytest.fixture
+def memory(tmp_path):
+    return tmp_path / "memory.jsonl"
+
+
+@pytest.fixture
+def env(memory):
+    return server_env(MEMORY_FILE_PATH=memory)
+
+
+async def test_tools_match_the_official_server(env):
+    async with connect(env) as session:
+        tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    for name, (title, hints, required, keys) in UPSTREAM_TOOLS.items():
+        tool = tools[name]
+        assert tool.title == title
+        annotations = tool.annotations
+        assert (
+            annotations.read_only_hint,
+            annotations.destructive_hint,
+            annotations.idempotent_hint,
+            annotations.open_world_hint,
+        ) == hints
+        assert tool.input_schema.get("required", []) == required
+        assert keys <= set(tool.output_schema["properties"])
+        assert set(tool.output_schema.get("required", [])) == keys
+    entity_items = tools["create_entities"].input_schema["properties"]["entities"]["items"]
+    assert entity_items["properties"]["name"]["description"] == "The name of the entity"
+    assert entity_items["required"] == ["name", "entityType", "observations"]
+    assert tools["search_nodes"].input_schema["properties"]["query"]["description"] == (
+        "The search query to match against entity names, types, and observation content"
+    )
+    assert tools["create_relations"].description == (
+        "Create multiple new relations between entities in the knowledge graph. Relations should be in active voice"
+    )
+
+
+async def test_every_tool_end_to_end(env, memory):
+    async with connect(env) as s:
+        created = await ok(
+            s, "create_entities", entities=[entity("Ann", "person", "likes hiking"), entity("Shop", "project")]
+        )
+        assert [e["name"] for e in created["entities"]] == ["Ann", "Shop"]
+        assert created["context"] == {"name": "default", "path": str(memory), "readOnly": False}
+        again = await ok(s, "create_entities", entities=[entity("Ann", "robot"), entity("Bo", "dog"), entity("Bo", "x")])
+        assert again["entities"] == [entity("Bo", "dog")]
+
+        rels = await ok(s, "create_relations", relations=[relation("Ann", "Shop", "works on")] * 2)
+        assert rels["relations"] == [relation("Ann", "Shop", "works on")]
+        assert "Entity with name Ghost not found" in await failure(
+            s, "create_relations", relations=[relation("Ann", "Bo", "walks"), relation("Ann", "Ghost", "knows")]
+        )
+
+        added = await ok(s, "add_observations", observations=[{"entityName": "Ann", "contents": ["likes hiking", "new"]}])
+        assert added["results"] == [{"entityName": "Ann", "addedObservations": ["new"]}]
+        before = memory.read_bytes()
+        assert "Entity with name Nobody not found" in await failure(
+            s, "add_observations", observations=[{"entityName": "Ann", "contents": ["x"]}, {"entityName": "Nobody", "contents": ["y"]}]
+        )
+        assert memory.read_bytes() == before
+
+        found = await ok(s, "search_nodes", query="HIK")
+        assert [e["name"] for e in found["entities"]] == ["Ann"]
+        assert found["relations"] == [relation("Ann", "Shop", "works on")]
+        opened = await ok(s, "open_nodes", names=["Shop", "Shop", "Ghost"])
+        assert [e["name"] for e in opened["entities"]] == ["Shop"]
+        assert opened["relations"] == [relation("Ann", "Shop", "works on")]
+
+        deleted = await ok(s, "delete_observations", deletions=[{"entityName": "Ann", "observations": ["new"]}])
+        assert deleted["success"] is True and deleted["message"] == "Observations deleted successfully"
+        deleted = await ok(s, "delete_relations", relations=[relation("Ann", "Shop", "works on")])
+        assert deleted["message"] == "Relations deleted successfully"
+        await ok(s, "create_relations", relations=[relation("Bo", "Shop", "guards")])
+        deleted = await ok(s, "delete_entities", entityNames=["Shop", "Nobody"])
+        assert deleted["message"] == "Entities deleted successfully"
+
+        graph = await ok(s, "read_graph")
+        assert graph["entities"] == [entity("Ann", "person", "likes hiking"), entity("Bo", "dog")]
+        assert graph["relations"] == []
+        result = await call(s, "read_graph")
+        assert text_of(result).startswith(f"[memory: default → {memory}]\n")
+    assert jsonl(memory) == [
+        {"type": "entity", "name": "Ann", "entityType": "person", "observations": ["likes hiking"]},
+        {"type": "entity", "name": "Bo", "entityType": "dog", "observations": []},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "fragment"),
+    [
+        ("create_entities", {"entities": [{"name": "", "entityType": "t", "observations": []}]}, "entities.0.name"),
+        ("create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": [1]}]}, "observations.0"),
+        ("create_entities", {"entities": "Ann"}, "entities"),
+        ("create_relations", {"relations": [{"from": "a", "to": "  ", "relationType": "r"}]}, "relations.0.to"),
+        ("add_observations", {"observations": [{"entityName": "a"}]}, "contents"),
+        ("search_nodes", {}, "query"),
+    ],
+)
+async def test_bad_input_is_a_clear_error_and_changes_nothing(env, memory, tool, arguments, fragment):
+    memory.write_text('{"type":"entity","name":"a","entityType":"t","observations":[]}\n')
+    before = memory.read_bytes()
+    async with connect(env) as s:
+        result = await s.call_tool(tool, arguments)
+    assert result.is_error
+    assert fragment in text_of(result)
+    assert memory.read_bytes() == before
+
+
+async def test_unparsable_lines_are_reported_and_survive(env, memory):
+    memory.write_text(
+        '{"type":"entity","name":"a","entityType":"t","observations":[]}\n'
+        "{broken\n"
+        '{"type":"note","text":"hello"}\n'
+        '{"type":"entity","name":"b","entityType":"t","observations":["x"]}'
+    )
+    async with connect(env) as s:
+        first = await ok(s, "read_graph")
+        assert [e["name"] for e in first["entities"]] == ["a", "b"]
+        [warning] = first["warnings"]
+        assert "Skipped 2 lines" in warning and "line 2" in warning and "line 3" in warning and str(memory) in warning
+        await ok(s, "add_observations", observations=[{"entityName": "a", "contents": ["y"]}])
+        await ok(s, "create_entities", entities=[entity("c")])
+        await ok(s, "delete_entities", entityNames=["b"])
+    lines = memory.read_text().splitlines()
+    assert lines[1:3] == ["{broken", '{"type":"note","text":"hello"}']
+    assert [json.loads(line)["name"] for line in (lines[0], lines[3])] == ["a", "c"]
+
+
+async def test_nothing_but_protocol_on_stdout_and_logs_on_stderr(memory):
+    request = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}\n'
+        '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+        '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add_observations",'
+        '"arguments":{"observations":[{"entityName":"ghost","contents":["x"]}]}}}\n'
+        '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":7}}}\n'
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "memory_server", "--log-level", "debug"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=server_env(MEMORY_FILE_PATH=memory),
+    )
+    server.stdin.write(request)
+    server.stdin.flush()
+    replies = [json.loads(server.stdout.readline()) for _ in range(3)]  # every line must be JSON-RPC
+    rest, errors = server.communicate(timeout=30)  # closes stdin: the server stops
+    assert rest == ""
+    assert sorted(r.get("id") for r in replies) == [1, 2, 3]
+    assert all(r["jsonrpc"] == "2.0" for r in replies)
+    assert all(r["result"]["isError"] for r in replies if r["id"] in (2, 3))
+    assert "Memory server" in errors
+
+
+async def test_two_processes_creating_concurrently_lose_nothing(memory):
+    env = server_env(MEMORY_FILE_PATH=memory)
+    counts = {}
+
+    async def client(tag: str) -> None:
+        async with connect(env) as s:
+            for i in range(100):
+                await ok(s, "create_entities", entities=[entity(f"{tag}-{i}", "t", f"made by {tag}")])
+            counts[tag] = len((await ok(s, "read_graph"))["entities"])
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(client, "one")
+        group.start_soon(client, "two")
+    names = [line["name"] for line in jsonl(memory)]
+    assert len(names) == 200 and len(set(names)) == 200
+    assert max(counts.values()) == 200
+
+
+async def test_memory_path_relative_to_the_current_folder_and_legacy_migration(tmp_path, user_folders):
+    work = tmp_path / "work"
+    work.mkdir()
+    async with connect(server_env(MEMORY_FILE_PATH="rel/mem.jsonl"), cwd=work) as s:
+        await ok(s, "create_entities", entities=[entity("a")])
+    assert (work / "rel" / "mem.jsonl").exists()
+
+    data = tmp_path / "data" / "mcp-memory-contexts"
+    data.mkdir(parents=True)
+    (data / "memory.json").write_text('{"type":"entity","name":"old","entityType":"t","observations":[]}\n')
+    async with connect(server_env()) as s:
+        graph = await ok(s, "read_graph")
+    assert [e["name"] for e in graph["entities"]] == ["old"]
+    assert (data / "memory.jsonl").exists() and not (data / "memory.json").exists()
+
+
+async def test_an_unwritable_path_is_named_in_the_error(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    async with connect(server_env(MEMORY_FILE_PATH=blocker / "memory.jsonl")) as s:
+        message = await failure(s, "create_entities", entities=[entity("a")])
+    assert str(blocker) in message and ("Not a directory" in message or "File exists" in message)
+    assert os.path.isfile(blocker)
