@@ -33,6 +33,8 @@ def cli(*args: str) -> None:
     )
     # Imported here so that --help and --version answer at once.
     from memory_server.contexts import ContextRegistry, Contexts
+    from memory_server.embeddings import EmbedderSlot
+    from memory_server.search import Searcher
     from memory_server.server import build_server
 
     registry = ContextRegistry(options.contexts_directory, _standard_memory_path(), options.lock_timeout)
@@ -47,7 +49,12 @@ def cli(*args: str) -> None:
     for problem in registry.problems():
         logger.warning(problem)
     logger.info("Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name)
-    build_server(contexts, context_admin=not options.no_context_admin).run("stdio")
+    embeddings = EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
+    embeddings.start()  # in the background: the handshake never waits for the model
+    server = build_server(
+        contexts, Searcher(embeddings), context_admin=not options.no_context_admin, project_boost=options.project_boost
+    )
+    server.run("stdio")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,6 +107,19 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds to wait for another process's lock on a memory file [MEMORY_LOCK_TIMEOUT] (default: 10)",
     )
     parser.add_argument(
+        "--embedding-model",
+        default=env("MEMORY_EMBEDDING_MODEL") or None,
+        help="model2vec model for semantic search: a folder or a hub id such as minishlab/potion-base-8M, or "
+        "'none' for keyword ranking only [MEMORY_EMBEDDING_MODEL] (default: the bundled model)",
+    )
+    parser.add_argument(
+        "--project-boost",
+        type=float,
+        default=float(env("MEMORY_PROJECT_BOOST") or 0.15),
+        help="score added to the current project's hits when searching every context [MEMORY_PROJECT_BOOST] "
+        "(default: 0.15)",
+    )
+    parser.add_argument(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
         type=str.lower,
@@ -133,6 +153,10 @@ def _absolute(path: Path) -> Path:
 
 def _data_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+
+
+def _cache_home() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
 def _config_home() -> Path:

@@ -76,7 +76,7 @@ class ObservationDeletion(BaseModel):
 
 class ContextInfo(BaseModel):
     name: str
-    path: str
+    path: str | None  # None for a search across every context ("*")
     projectDir: str | None = None
     readOnly: bool
 
@@ -111,3 +111,23 @@ class SuccessResult(_Result):
 class GraphResult(_Result):
     entities: list[EntityRecord]
     relations: list[RelationKey]
+
+
+class Match(BaseModel):
+    entityName: str
+    observation: str | None
+    score: float
+    context: str
+
+
+class SearchInfo(BaseModel):
+    mode: str
+    model: str | None
+    semantic: bool
+    note: str | None = None
+
+
+class SearchResult(GraphResult):
+    matches: list[Match]
+    search: SearchInfo
+    searched: list[ContextInfo] | None = None

@@ -34,8 +34,10 @@ from memory_server.models import (
     RelationItem,
     RelationKey,
     RelationsResult,
+    SearchResult,
     SuccessResult,
 )
+from memory_server.search import Mode, Outcome, Searcher, Target, ranked_entities
 from memory_server.store import GraphStore
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,10 @@ ProjectDirArg = Annotated[
     ),
 ]
 
+EVERY_CONTEXT = "*"
+DEFAULT_LIMIT = 10
+PROJECT_BOOST = 0.15  # added to hits from the current project's context in a search across contexts
+
 READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 DELETE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
@@ -62,8 +68,10 @@ Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
 class MemoryTools:
     """The tools of one server process, bound to its contexts."""
 
-    def __init__(self, contexts: Contexts) -> None:
+    def __init__(self, contexts: Contexts, searcher: Searcher, project_boost: float = PROJECT_BOOST) -> None:
         self.contexts = contexts
+        self.searcher = searcher
+        self.project_boost = project_boost
         self._roots_stale = True
 
     # ---- the nine tools of the official server --------------------------------------------------------------
@@ -157,10 +165,39 @@ class MemoryTools:
             str, Field(description="The search query to match against entity names, types, and observation content")
         ],
         ctx: Context,
-        context: ContextArg = None,
+        mode: Annotated[
+            Mode,
+            Field(
+                description="'hybrid' (default): meaning and keywords blended; 'semantic': meaning only; "
+                "'keyword': the whole query as a case-insensitive substring, like the official server"
+            ),
+        ] = "hybrid",
+        limit: Annotated[
+            int | None,
+            Field(ge=1, description="Most matches to return (default 10; keyword mode: all unless given)"),
+        ] = None,
+        minScore: Annotated[
+            float | None, Field(ge=0, description="Leave out matches scoring below this (scores run from 0 to 1)")
+        ] = None,
+        context: Annotated[
+            str | None,
+            Field(
+                description="Memory context to search for this call only; '*' searches every context that "
+                "resolves now. Default: the active context."
+            ),
+        ] = None,
         projectDir: ProjectDirArg = None,
-    ) -> Annotated[CallToolResult, GraphResult]:
-        return await self._call(ctx, context, projectDir, _graph_reader(lambda g: g.search_substring(query)))
+    ) -> Annotated[CallToolResult, SearchResult]:
+        if limit is None and mode != "keyword":
+            limit = DEFAULT_LIMIT
+
+        def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+            return _search_result(self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore))
+
+        if context == EVERY_CONTEXT:
+            await self._sync_roots(ctx)
+            return await anyio.to_thread.run_sync(self._search_everywhere, query, mode, limit, minScore, projectDir)
+        return await self._call(ctx, context, projectDir, work)
 
     async def open_nodes(
         self,
@@ -277,6 +314,40 @@ class MemoryTools:
             content=[TextContent(type="text", text=_text(resolved, warnings, text))], structured_content=structured
         )
 
+    def _search_everywhere(
+        self, query: str, mode: Mode, limit: int | None, min_score: float | None, project_dir: str | None
+    ) -> CallToolResult:
+        targets: list[Target] = []
+        searched: list[ResolvedContext] = []
+        skipped: list[str] = []
+        for config in self.contexts.registry.contexts():
+            try:
+                resolved = self.contexts.resolve_config(config, project_dir)
+            except MemoryServerError:
+                skipped.append(config.name)
+                continue
+            if any(r.path == resolved.path for r in searched):
+                continue  # two names for one file: search it once
+            searched.append(resolved)
+            boost = self.project_boost if resolved.project is not None else 0.0
+            targets.append(Target(resolved.name, self.contexts.store(resolved), boost))
+        try:
+            structured, body = _search_result(self.searcher.search(targets, query, mode, limit, min_score))
+        except MemoryServerError as problem:
+            return _error(None, self._warnings(None), str(problem))
+        structured["context"] = {"name": EVERY_CONTEXT, "path": None, "readOnly": self.contexts.read_only}
+        structured["searched"] = [r.summary() for r in searched]
+        if skipped:
+            note = f"not searched (no file can be resolved now): {', '.join(skipped)}"
+            structured["search"]["note"] = "; ".join(filter(None, [structured["search"]["note"], note]))
+        warnings = self.contexts.registry.problems()
+        warnings += [w for w in (self.contexts.store(r).take_warning() for r in searched) if w]
+        if warnings:
+            structured["warnings"] = warnings
+        header = f"[memory: * → {', '.join(r.name for r in searched)}]"
+        text = "\n".join([header, *(f"Warning: {w}" for w in warnings), body])
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
     def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
         config = self.contexts.registry.get(self.contexts.active_name)
         resolved: ResolvedContext | None = None
@@ -373,8 +444,10 @@ class MemoryTools:
         self._roots_stale = True
 
 
-def build_server(contexts: Contexts, *, context_admin: bool = True) -> MCPServer:
-    tools = MemoryTools(contexts)
+def build_server(
+    contexts: Contexts, searcher: Searcher, *, context_admin: bool = True, project_boost: float = PROJECT_BOOST
+) -> MCPServer:
+    tools = MemoryTools(contexts, searcher, project_boost)
     specs: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
         (tools.create_entities, "Create Entities", "Create multiple new entities in the knowledge graph", CREATE),
         (
@@ -502,6 +575,41 @@ def _graph_reader(select: Callable[[KnowledgeGraph], tuple[list[Entity], list[Re
         return result, _json(result)
 
     return work
+
+
+def _search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
+    hits = [labelled.hit for labelled in outcome.hits]
+    relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
+    if outcome.mode == "keyword":
+        relations = dict(sorted(relations.items(), key=lambda item: item[1].slot))  # file order, as upstream
+    structured = {
+        "entities": [e.to_dict() for e in ranked_entities(hits)],
+        "relations": [r.to_dict() for r in relations.values()],
+        "matches": [
+            {"entityName": h.hit.entity.name, "observation": h.hit.observation, "score": round(h.hit.score, 4),
+             "context": h.label}
+            for h in outcome.hits
+        ],
+        "search": {"mode": outcome.mode, "model": outcome.model, "semantic": outcome.semantic, "note": outcome.note},
+    }
+    if outcome.mode == "keyword":  # the official server's answer, unchanged
+        return structured, _json({"entities": structured["entities"], "relations": structured["relations"]})
+    return structured, _matches_text(outcome)
+
+
+def _matches_text(outcome: Outcome) -> str:
+    how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
+    lines = [f"{len(outcome.hits)} matches ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
+    labels = len({h.label for h in outcome.hits}) > 1
+    for number, labelled in enumerate(outcome.hits, start=1):
+        hit = labelled.hit
+        where = f"[{labelled.label}] " if labels else ""
+        said = f'"{hit.observation}"' if hit.observation is not None else "(name or type matched)"
+        lines.append(f"{number}. {where}{hit.entity.name} ({hit.entity.entity_type}) {hit.score:.2f}: {said}")
+    relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
+    if relations:
+        lines.append("Relations: " + "; ".join(f"{r.source} -{r.relation_type}-> {r.target}" for r in relations.values()))
+    return "\n".join(lines)
 
 
 def _counts(store: GraphStore) -> dict[str, Any]:

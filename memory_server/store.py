@@ -47,6 +47,7 @@ class GraphStore:
         self._ends_with_newline = True
         self._swept = False
         self._warned = False
+        self.version = 0  # counts the graph states this store has held; search indexes key on it
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[KnowledgeGraph]:
@@ -59,10 +60,7 @@ class GraphStore:
 
     def mutate(self, change: Callable[[KnowledgeGraph], T]) -> T:
         """Apply `change` to the current graph under the cross-process lock and persist what it edited."""
-        with self._mutex, locked(self._file_lock, self.lock_timeout):
-            if not self._swept:
-                remove_stale_temp_files(self.path)
-                self._swept = True
+        with self._mutex, self._locked():
             if self._graph is None or self._stamp != stamp_of(self.path):
                 self._reload(lock=False)
             graph = self._graph
@@ -88,19 +86,24 @@ class GraphStore:
 
     # ---- internals -----------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with locked(self._file_lock, self.lock_timeout):
+            if not self._swept:  # the first time we hold the lock, clear what a killed writer left behind
+                remove_stale_temp_files(self.path)
+                self._swept = True
+            yield
+
     def _reload(self, lock: bool) -> None:
         stamp = stamp_of(self.path)
         if stamp is None:
             self._graph, self._stamp, self._ends_with_newline = KnowledgeGraph(), None, True
+            self.version += 1
             return
         # Read under the lock so a concurrent append is never seen half-written; a folder we may not lock
         # (read-only media) is still readable.
-        guard = contextlib.nullcontext()
-        if lock:
-            guard = locked(self._file_lock, self.lock_timeout)
-            if not os.access(self.path.parent, os.W_OK):
-                guard = contextlib.nullcontext()
-        with guard:
+        writable = os.access(self.path.parent, os.W_OK)
+        with self._locked() if lock and writable else contextlib.nullcontext():
             try:
                 with open(self.path, "rb") as file:
                     data = file.read()
@@ -108,6 +111,7 @@ class GraphStore:
             except OSError as problem:
                 raise MemoryFileError(self.path, "read", problem) from problem
         self._graph = KnowledgeGraph.parse(data.decode("utf-8", "surrogateescape"))
+        self.version += 1
         self._stamp = stamp
         self._ends_with_newline = not data or data.endswith(b"\n")
         self._warned = False
@@ -122,6 +126,7 @@ class GraphStore:
         except OSError as problem:
             raise MemoryFileError(self.path, "write", problem) from problem
         graph.written()
+        self.version += 1
         self._stamp = stamp_of(self.path)
         self._ends_with_newline = True
 
