@@ -121,6 +121,8 @@ class GraphIndex:
         self.owner = np.asarray(owners, dtype=np.int64)
         self.observations = observations
         self.texts = texts
+        self.name_doc = np.flatnonzero(np.fromiter((o is None for o in observations), dtype=bool, count=len(texts)))
+        self.names = _JoinedText(e.name for e in self.entities)
         self.lexical = LexicalIndex([tokenize(text) for text in texts])
         self.vectors: np.ndarray | None = None
         self.vectors_of: str | None = None
@@ -150,49 +152,50 @@ class GraphIndex:
         ]
 
     def _name_matches(self, query: str) -> np.ndarray:
-        """Documents holding the name of an entity whose name contains the whole query."""
+        """The name documents of the entities whose name contains the whole query, ignoring case."""
         needle = query.strip().lower()
-        if not needle:
-            return np.zeros(0, dtype=np.int64)
-        owners = [n for n, e in enumerate(self.entities) if needle in e.name.lower()]
-        if not owners:
-            return np.zeros(0, dtype=np.int64)
-        is_name_doc = np.fromiter((o is None for o in self.observations), dtype=bool, count=len(self.observations))
-        return np.flatnonzero(np.isin(self.owner, owners) & is_name_doc)
+        return self.name_doc[self.names.holders(needle)] if needle else self.name_doc[:0]
+
+
+class _JoinedText:
+    """Many texts lower-cased into one string, so finding which of them contain a needle is one `str.find` scan."""
+
+    GAP = "\x00"
+
+    def __init__(self, texts: Iterable[str]) -> None:
+        pieces = [text.lower() + self.GAP for text in texts]
+        self.starts = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist() if pieces else []
+        self.text = "".join(pieces)
+
+    def holders(self, needle: str, limit: int | None = None) -> list[int]:
+        """Numbers of the texts that contain `needle` (already lower-case), in order."""
+        found: list[int] = []
+        position = self.text.find(needle)
+        while position != -1 and (limit is None or len(found) < limit):
+            number = bisect.bisect_right(self.starts, position) - 1
+            found.append(number)
+            following = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
+            position = self.text.find(needle, following)
+        return found
+
 
 class KeywordIndex:
-    """The official server's search, fast: every entity's name, type and observations, lower-cased, in one string
+    """The official server's search, fast: each entity's name, type and observations lower-cased into one string
     that `str.find` scans, instead of lower-casing every text of the graph on every query."""
-
-    _GAP = "\x00"  # between entities; a query holding it falls back to the entity-by-entity test
 
     def __init__(self, graph: KnowledgeGraph) -> None:
         self.entities = graph.entity_list()
-        pieces: list[str] = []
-        self.starts: list[int] = []
-        offset = 0
-        for entity in self.entities:
-            piece = self._GAP.join([entity.name, entity.entity_type, *entity.observations]).lower() + self._GAP
-            self.starts.append(offset)
-            pieces.append(piece)
-            offset += len(piece)
-        self.text = "".join(pieces)
+        self.joined = _JoinedText(_JoinedText.GAP.join([e.name, e.entity_type, *e.observations]) for e in self.entities)
 
     def hits(self, query: str, limit: int | None) -> list[Hit]:
         """Entities in file order whose name, type or an observation contains the query, ignoring case; each
         hit names the first observation that matched (None when the name or type did)."""
         needle = query.lower()
-        if not needle or self._GAP in needle:
-            found = [e for e in self.entities if _contains(e, needle)]
+        if not needle or _JoinedText.GAP in needle:  # could match across two texts: test each entity instead
+            found = [e for e in self.entities if _contains(e, needle)][:limit]
         else:
-            found = []
-            position = self.text.find(needle)
-            while position != -1 and (limit is None or len(found) < limit):
-                number = bisect.bisect_right(self.starts, position) - 1
-                found.append(self.entities[number])
-                following = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
-                position = self.text.find(needle, following)
-        return [Hit(e, _first_match(e, needle), 1.0) for e in found[:limit]]
+            found = [self.entities[n] for n in self.joined.holders(needle, limit)]
+        return [Hit(e, _first_match(e, needle), 1.0) for e in found]
 
 
 def _contains(entity: Entity, needle: str) -> bool:

@@ -1,0 +1,108 @@
+"""Search speed and memory on synthetic graphs of 10k, 100k and 1M observations (5 per entity).
+
+For each size it prints the time to build the index (tokenise + BM25 + embed every document with the bundled
+model), the median and p95 latency of hybrid, semantic and keyword queries (limit 10), and the process's peak
+resident memory so far. Targets (issue 4): hybrid <= 5 ms at 100k observations, <= 60 ms at 1M, on 2 cores.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/search_speed.py [--sizes 10000,100000,1000000] [--queries 200]
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as the server does (memory_server.cli), before numpy loads
+
+import argparse
+import resource
+import statistics
+import time
+
+import numpy as np
+
+from memory_server.embeddings import load_embedder
+from memory_server.graph import Entity, KnowledgeGraph
+from memory_server.search import GraphIndex, KeywordIndex
+
+SUBJECTS = "Ann Bob Carla Dev Emma Farid Gita Hugo Ines Jonas Kemal Lena Mateo Nia Omar Priya".split()
+VERBS = "likes visited bought fixed wrote planned cooked painted studied repaired ordered built cleaned".split()
+THINGS = (
+    "a red bicycle|the kitchen sink|a birthday cake|the quarterly report|a trip to Lisbon|the garden fence|"
+    "a chess tournament|the new laptop|a pottery class|the team offsite|a sourdough loaf|the roof gutters|"
+    "a violin lesson|the tax return|a hiking route|the database migration|a jazz concert|the school play"
+).split("|")
+WHEN = "on Monday|last weekend|in March|every morning|after work|during the holidays|yesterday|next year".split("|")
+QUERIES = [
+    "who went cycling",
+    "what happened with the taxes",
+    "music lessons",
+    "Ann's trip",
+    "baking bread at home",
+    "fixing things in the house",
+    "work presentations and reports",
+    "when was the concert",
+]
+
+
+def synthetic_graph(observations: int, seed: int = 7) -> KnowledgeGraph:
+    rng = np.random.default_rng(seed)
+    graph = KnowledgeGraph()
+    entities = []
+    for number in range(observations // 5):
+        facts = [
+            f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)} (note {rng.integers(1e6)})"
+            for _ in range(5)
+        ]
+        entities.append(Entity(f"entity-{number}", str(rng.choice(["person", "project", "event", "place"])), facts))
+    graph.create_entities(entities)
+    return graph
+
+
+def timed(fn, repeat: int) -> list[float]:
+    times = []
+    for i in range(repeat):
+        started = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--queries", type=int, default=200)
+    options = parser.parse_args()
+    embedder, _ = load_embedder(None, cache_dir=None)
+    print(f"model: {embedder.name}, {embedder.dim} dimensions")
+    print("| observations | build index s | embed s | hybrid p50 / p95 ms | semantic p50 ms | keyword p50 ms | peak RSS MB |")
+    print("|---|---|---|---|---|---|---|")
+    for size in (int(s) for s in options.sizes.split(",")):
+        graph = synthetic_graph(size)
+        started = time.perf_counter()
+        index = GraphIndex(graph)
+        built = time.perf_counter() - started
+        started = time.perf_counter()
+        index.embed(embedder)
+        embedded = time.perf_counter() - started
+        keyword = KeywordIndex(graph)
+
+        def query(i: int) -> str:
+            return QUERIES[i % len(QUERIES)]
+
+        hybrid = timed(lambda i: index.rank(query(i), "hybrid", embedder, 10), options.queries)
+        semantic = timed(lambda i: index.rank(query(i), "semantic", embedder, 10), options.queries)
+        words = timed(lambda i: keyword.hits(query(i).split()[-1], 10), options.queries)
+        print(
+            f"| {size:,} | {built:.2f} | {embedded:.2f} | {statistics.median(hybrid):.2f} / "
+            f"{np.percentile(hybrid, 95):.2f} | {statistics.median(semantic):.2f} | {statistics.median(words):.3f} "
+            f"| {peak_rss_mb():.0f} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The embedder, its disk cache and its fallbacks. Most tests use a tiny model made here (no download, as in
+model2vec's own tests); one uses the real bundled model."""
+
+import numpy as np
+import pytest
+from model2vec import StaticModel
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
+
+from memory_server.embeddings import BUNDLED_NAME, Embedder, EmbedderSlot, load_embedder
+
+WORDS = ["[UNK]", "[PAD]", "cat", "dog", "kitten", "puppy", "car", "truck"]
+
+
+@pytest.fixture
+def tiny_model():
+    tokenizer = Tokenizer(WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = Whitespace()
+    vectors = np.array(
+        [[0, 0, 0], [0, 0, 0], [1, 0.1, 0], [0.9, 0.3, 0], [1, 0.2, 0], [0.8, 0.4, 0], [0, 0, 1], [0.1, 0, 0.9]],
+        dtype=np.float32,
+    )
+    return StaticModel(vectors, tokenizer, normalize=True)
+
+
+class Counting:
+    """Wraps a model to count the texts it is asked to encode."""
+
+    def __init__(self, model):
+        self.model, self.dim, self.embedding, self.seen = model, model.dim, model.embedding, []
+
+    def encode(self, texts, **options):
+        self.seen.extend(texts)
+        return self.model.encode(texts, **options)
+
+
+def test_vectors_are_normalised_and_similar_words_are_close(tiny_model):
+    embedder = Embedder(tiny_model, "tiny")
+    cat, kitten, truck = embedder.encode(["cat", "kitten", "truck"])
+    assert np.isclose(np.linalg.norm(cat), 1.0, atol=1e-3)
+    assert cat @ kitten > 0.9 > cat @ truck
+    assert embedder.encode([]).shape == (0, 3)
+
+
+def test_a_text_is_embedded_once_even_across_restarts(tiny_model, tmp_path):
+    model = Counting(tiny_model)
+    first = Embedder(model, "tiny", cache_dir=tmp_path / "vectors")
+    first.encode(["cat", "dog"])
+    first.encode(["dog", "car"])
+    assert model.seen == ["cat", "dog", "car"]
+    first.save()
+    model.seen.clear()
+    second = Embedder(model, "tiny", cache_dir=tmp_path / "vectors")
+    vectors = second.encode(["car", "cat", "truck"])
+    assert model.seen == ["truck"]
+    assert np.allclose(vectors[1], first.encode(["cat"])[0], atol=1e-3)  # stored as float16
+
+
+def test_a_corrupt_cache_is_rebuilt_not_fatal(tiny_model, tmp_path):
+    embedder = Embedder(tiny_model, "tiny", cache_dir=tmp_path / "vectors")
+    embedder.encode(["cat"])
+    embedder.save()
+    [cache] = (tmp_path / "vectors").iterdir()
+    cache.write_bytes(b"\x00garbage")
+    model = Counting(tiny_model)
+    again = Embedder(model, "tiny", cache_dir=tmp_path / "vectors")
+    assert again.encode(["cat"]).shape == (1, 3)
+    assert model.seen == ["cat"]
+    again.save()
+    assert len(Embedder(tiny_model, "tiny", cache_dir=tmp_path / "vectors")._memo) == 1  # rewritten, readable again
+
+
+def test_a_changed_model_does_not_reuse_old_vectors(tiny_model, tmp_path):
+    Embedder(tiny_model, "tiny", cache_dir=tmp_path / "vectors").encode(["cat"])
+    other = StaticModel(tiny_model.embedding[:, ::-1].copy(), tiny_model.tokenizer, normalize=True)
+    first = Embedder(tiny_model, "tiny", cache_dir=tmp_path / "vectors")
+    first.encode(["cat"])
+    first.save()
+    assert Embedder(other, "tiny", cache_dir=tmp_path / "vectors")._memo == {}
+
+
+def test_punctuation_only_text_gives_a_zero_vector_not_nan(tiny_model):
+    vector = Embedder(tiny_model, "tiny").encode_query("!!!")
+    assert not np.isnan(vector).any()
+
+
+def test_the_bundled_model_loads_offline_and_understands_paraphrases():
+    embedder, note = load_embedder(None, cache_dir=None)
+    assert note is None and embedder.name == BUNDLED_NAME and embedder.dim == 256
+    hiking, chess = embedder.encode(["Ann: likes hiking in the mountains", "Bob: plays chess every evening"])
+    query = embedder.encode_query("who enjoys walking outdoors?")
+    assert query @ hiking > query @ chess
+
+
+def test_a_model_that_cannot_be_loaded_falls_back_to_the_bundled_one(tmp_path):
+    embedder, note = load_embedder(str(tmp_path / "no-such-model"), cache_dir=None)
+    assert embedder.name == BUNDLED_NAME
+    assert "could not load the embedding model" in note and "no-such-model" in note
+
+
+def test_none_turns_semantic_search_off():
+    embedder, note = load_embedder("none", cache_dir=None)
+    assert embedder is None and "semantic search is off" in note
+
+
+def test_the_slot_loads_in_the_background():
+    slot = EmbedderSlot("none")
+    slot.start()
+    assert slot.get(wait=30) is None
+    assert "off" in slot.note
