@@ -373,6 +373,10 @@ class Contexts:
                 store = self._stores[key] = GraphStore(key, self.lock_timeout)
             return store
 
+    def open_stores(self) -> list[GraphStore]:
+        with self._stores_mutex:
+            return list(self._stores.values())
+
     def static_path(self, template: str) -> Path:
         path = Path(template).expanduser()
         return path if path.is_absolute() else self.registry.directory / path
@@ -417,14 +421,20 @@ def new_context(
     project_dir: str | None = None,
 ) -> ContextConfig:
     """Check a context proposed by the model (untrusted input) and build its registry entry."""
-    rules = None
-    if markers is not None or max_depth is not None:
-        rules = DetectionRules.model_validate(
-            {k: v for k, v in {"markers": markers, "maxDepth": max_depth}.items() if v is not None}
+    rules = {k: v for k, v in {"markers": markers, "maxDepth": max_depth}.items() if v is not None}
+    try:
+        config = ContextConfig(
+            name=name,
+            path=path.strip(),
+            description=description,
+            read_only=read_only,
+            project_detection_rules=DetectionRules.model_validate(rules) if rules else None,
         )
-    config = ContextConfig(
-        name=name, path=path.strip(), description=description, read_only=read_only, project_detection_rules=rules
-    )
+    except ValidationError as problem:
+        raise ContextConfigError(
+            f"Cannot add context {name!r}: {_first_error(problem)}. Names use letters, digits, '_' and '-' "
+            "(at most 64); markers are plain file or folder names."
+        ) from None
     if not config.path.endswith(".jsonl"):
         raise ContextConfigError(f"The path {config.path!r} must end in '.jsonl': memory files are JSONL files.")
     if config.project_based:

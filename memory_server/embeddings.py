@@ -115,12 +115,12 @@ class EmbedderSlot:
     def start(self) -> None:
         threading.Thread(target=self._load, name="embedding-model", daemon=True).start()
 
-    def get(self, wait: float = 30.0) -> Embedder | None:
-        """The embedder, once loaded (None when semantic search is off or nothing could be loaded)."""
+    def get(self, wait: float = 30.0) -> tuple[Embedder | None, str | None]:
+        """The embedder once loaded (None when semantic search is off or no model could be loaded), and a note
+        saying why it is not the model asked for."""
         if not self._ready.wait(wait):
-            self.note = "the embedding model is still loading; this search used keywords only"
-            return None
-        return self.embedder
+            return None, "the embedding model is still loading, so this search ranked by keywords only"
+        return self.embedder, self.note
 
     def _load(self) -> None:
         try:

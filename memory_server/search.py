@@ -259,8 +259,7 @@ class Searcher:
     def search(
         self, targets: Sequence[Target], query: str, mode: Mode, limit: int | None, min_score: float | None
     ) -> Outcome:
-        embedder = None if mode == "keyword" else self.embeddings.get()
-        note = None if mode == "keyword" else self.embeddings.note
+        embedder, note = self.embeddings.get() if mode != "keyword" else (None, None)
         if mode == "semantic" and embedder is None:
             note = (f"{note}; " if note else "") + "semantic mode needs the embedding model, so keywords (BM25) ranked"
         hits: list[LabelledHit] = []
@@ -280,6 +279,16 @@ class Searcher:
         if embedder is not None:
             embedder.save_soon()
         return Outcome(hits[:limit] if limit is not None else hits, mode, embedder and embedder.name, bool(embedder), note)
+
+    def warm(self, store: GraphStore) -> None:
+        """Bring the indexes already made for `store` up to date now, so the next search does not wait."""
+        kinds = [kind for (path, kind) in list(self._indexes) if path == store.path]
+        embedder = self.embeddings.get(wait=0)[0] if GraphIndex in kinds else None
+        with store.reading() as graph:
+            for kind in kinds:
+                index = self._index(kind, store, graph)
+                if embedder is not None and isinstance(index, GraphIndex):
+                    index.embed(embedder)
 
     def _index(self, kind: type[IndexT], store: GraphStore, graph: KnowledgeGraph) -> IndexT:
         """The index of `kind` for the graph the store holds now (called while the store is held for reading)."""

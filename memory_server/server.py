@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlparse
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -37,6 +38,7 @@ from memory_server.models import (
     SearchResult,
     SuccessResult,
 )
+from memory_server.resources import LiveUpdates, add_resources
 from memory_server.search import Mode, Outcome, Searcher, Target, ranked_entities
 from memory_server.store import GraphStore
 
@@ -68,9 +70,12 @@ Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
 class MemoryTools:
     """The tools of one server process, bound to its contexts."""
 
-    def __init__(self, contexts: Contexts, searcher: Searcher, project_boost: float = PROJECT_BOOST) -> None:
+    def __init__(
+        self, contexts: Contexts, searcher: Searcher, live: LiveUpdates, project_boost: float = PROJECT_BOOST
+    ) -> None:
         self.contexts = contexts
         self.searcher = searcher
+        self.live = live
         self.project_boost = project_boost
         self._roots_stale = True
 
@@ -212,7 +217,7 @@ class MemoryTools:
 
     async def list_contexts(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await anyio.to_thread.run_sync(self._list_contexts, projectDir)
+        return await anyio.to_thread.run_sync(self._list_contexts, projectDir, None)
 
     async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
         await self._sync_roots(ctx)
@@ -231,11 +236,12 @@ class MemoryTools:
 
         def switch() -> CallToolResult:
             try:
-                config = self.contexts.set_active(name)
-                if persist:
+                config = self.contexts.registry.get(name)
+                if persist:  # first: a registry that cannot be saved leaves the switch undone
                     self.contexts.registry.persist_active(config.name)
+                self.contexts.set_active(config.name)
             except MemoryServerError as problem:
-                return _error(None, self._warnings(None), str(problem))
+                return self._failed(problem)
             saved = " and saved it in contexts.json" if persist else " for this session"
             return self._active_report(projectDir, f"Switched to context '{config.name}'{saved}.")
 
@@ -266,7 +272,7 @@ class MemoryTools:
             config = new_context(self.contexts, name, path, description, markers, maxDepth, readOnly, projectDir)
             self.contexts.registry.add(config)
 
-        return await self._call_admin(ctx, projectDir, add, f"Added context '{name}'", name)
+        return await self._call_admin(ctx, projectDir, add, f"Added context '{name}'.")
 
     async def remove_context(
         self,
@@ -274,17 +280,22 @@ class MemoryTools:
         ctx: Context,
     ) -> CallToolResult:
         return await self._call_admin(
-            ctx, None, lambda: self.contexts.forget(name), f"Removed context '{name}' (its file is kept)", None
+            ctx, None, lambda: self.contexts.forget(name), f"Removed context '{name}'; its memory file is kept."
         )
 
     # ---- plumbing ---------------------------------------------------------------------------------------------
 
     async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await anyio.to_thread.run_sync(self._run, name, project_dir, work)
+        result, store, changed = await anyio.to_thread.run_sync(self._run, name, project_dir, work)
+        if store is not None:
+            self.live.watch(store)
+            if changed:
+                await self.live.changed(store)
+        return result
 
     async def _call_admin(
-        self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str, show: str | None
+        self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str
     ) -> CallToolResult:
         await self._sync_roots(ctx)
 
@@ -292,27 +303,32 @@ class MemoryTools:
             try:
                 change()
             except MemoryServerError as problem:
-                return _error(None, self._warnings(None), str(problem))
-            return self._list_contexts(project_dir, note=done, highlight=show)
+                return self._failed(problem)
+            return self._list_contexts(project_dir, note=done)
 
         return await anyio.to_thread.run_sync(run)
 
-    def _run(self, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
+    def _run(
+        self, name: str | None, project_dir: str | None, work: Work
+    ) -> tuple[CallToolResult, GraphStore | None, bool]:
+        """Resolve the context, do the work; also say which store was used and whether its graph changed."""
         resolved: ResolvedContext | None = None
         store: GraphStore | None = None
+        version = -1
         try:
             resolved = self.contexts.resolve(name, project_dir)
             store = self.contexts.store(resolved)
+            version = store.version
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            return _error(resolved, self._warnings(store), str(problem))
+            return _error(resolved, self._warnings(store), str(problem)), store, False
         warnings = self._warnings(store)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
-        return CallToolResult(
-            content=[TextContent(type="text", text=_text(resolved, warnings, text))], structured_content=structured
-        )
+        text = _text(resolved, warnings, text)
+        result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+        return result, store, store.version != version
 
     def _search_everywhere(
         self, query: str, mode: Mode, limit: int | None, min_score: float | None, project_dir: str | None
@@ -334,7 +350,7 @@ class MemoryTools:
         try:
             structured, body = _search_result(self.searcher.search(targets, query, mode, limit, min_score))
         except MemoryServerError as problem:
-            return _error(None, self._warnings(None), str(problem))
+            return self._failed(problem)
         structured["context"] = {"name": EVERY_CONTEXT, "path": None, "readOnly": self.contexts.read_only}
         structured["searched"] = [r.summary() for r in searched]
         if skipped:
@@ -378,10 +394,8 @@ class MemoryTools:
         note = store.take_warning() if store is not None else None
         return warnings + [note] if note else warnings
 
-    def _list_contexts(
-        self, project_dir: str | None, note: str | None = None, highlight: str | None = None
-    ) -> CallToolResult:
-        active = self.contexts.active_name
+    def describe_contexts(self, project_dir: str | None = None) -> dict[str, Any]:
+        """Every context, sorted by name, with where its file is now (or why it cannot be worked out)."""
         described = []
         for config in self.contexts.registry.contexts():
             try:
@@ -390,18 +404,31 @@ class MemoryTools:
                 described.append(self._describe(config, None, str(problem)))
                 continue
             described.append(self._describe(config, resolved, None))
-        for item in described:
-            item["active"] = item["name"] == active
-        lines = [note] if note else []
-        lines += [_context_line(item) for item in described]
-        structured: dict[str, Any] = {"activeContext": active, "contexts": described}
+        return {"activeContext": self.contexts.active_name, "contexts": described}
+
+    def _list_contexts(self, project_dir: str | None, note: str | None = None) -> CallToolResult:
+        structured = self.describe_contexts(project_dir)
+        resolved = self._resolve_active(project_dir)
+        if resolved is not None:
+            structured["context"] = resolved.summary()
         if note:
             structured["message"] = note
         warnings = self._warnings(None)
         if warnings:
             structured["warnings"] = warnings
-        text = "\n".join([*(f"Warning: {w}" for w in warnings), *lines])
+        body = "\n".join([*([note] if note else []), *(_context_line(item) for item in structured["contexts"])])
+        text = _text(resolved, warnings, body, self.contexts.active_name)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+    def _failed(self, problem: Exception) -> CallToolResult:
+        """An error result headed by the active context, for tools that are not about one memory file."""
+        return _error(self._resolve_active(None), self._warnings(None), str(problem), self.contexts.active_name)
+
+    def _resolve_active(self, project_dir: str | None) -> ResolvedContext | None:
+        try:
+            return self.contexts.resolve(None, project_dir)
+        except MemoryServerError:
+            return None
 
     def _describe(
         self, config: ContextConfig, resolved: ResolvedContext | None, problem: str | None
@@ -447,7 +474,9 @@ class MemoryTools:
 def build_server(
     contexts: Contexts, searcher: Searcher, *, context_admin: bool = True, project_boost: float = PROJECT_BOOST
 ) -> MCPServer:
-    tools = MemoryTools(contexts, searcher, project_boost)
+    bus = InMemorySubscriptionBus()
+    live = LiveUpdates(contexts, searcher, bus)
+    tools = MemoryTools(contexts, searcher, live, project_boost)
     specs: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
         (tools.create_entities, "Create Entities", "Create multiple new entities in the knowledge graph", CREATE),
         (
@@ -518,7 +547,10 @@ def build_server(
         version=__version__,
         instructions="Long-term memory as a knowledge graph, kept in switchable memory contexts.",
         tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
+        subscriptions=bus,
+        lifespan=lambda _server: live.running(),
     )
+    add_resources(server, live, tools.describe_contexts)
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:
         tools.roots_changed()
@@ -639,19 +671,22 @@ def _context_line(item: dict[str, Any]) -> str:
     return f"{mark}{item['name']} → {where}{extra}{flags}{description}"
 
 
-def _header(resolved: ResolvedContext | None) -> str:
-    if resolved is None:
-        return ""
-    return f"[memory: {resolved.name} → {resolved.path}]"
+def _header(resolved: ResolvedContext | None, unresolved_name: str | None = None) -> str:
+    if resolved is not None:
+        return f"[memory: {resolved.name} → {resolved.path}]"
+    return f"[memory: {unresolved_name} → (no file: the project cannot be found now)]" if unresolved_name else ""
 
 
-def _text(resolved: ResolvedContext | None, warnings: list[str], body: str) -> str:
-    parts = [_header(resolved), *(f"Warning: {w}" for w in warnings), body]
+def _text(resolved: ResolvedContext | None, warnings: list[str], body: str, unresolved_name: str | None = None) -> str:
+    parts = [_header(resolved, unresolved_name), *(f"Warning: {w}" for w in warnings), body]
     return "\n".join(p for p in parts if p)
 
 
-def _error(resolved: ResolvedContext | None, warnings: list[str], message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=_text(resolved, warnings, message))], is_error=True)
+def _error(
+    resolved: ResolvedContext | None, warnings: list[str], message: str, unresolved_name: str | None = None
+) -> CallToolResult:
+    text = _text(resolved, warnings, message, unresolved_name)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
 def _json(value: Any) -> str:

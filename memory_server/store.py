@@ -58,6 +58,14 @@ class GraphStore:
             assert self._graph is not None
             yield self._graph
 
+    def refresh(self) -> bool:
+        """Re-read the file if someone else changed it since we last read or wrote it; True if so."""
+        with self._mutex:
+            if self._graph is not None and self._stamp == stamp_of(self.path):
+                return False
+            self._reload(lock=True)
+            return True
+
     def mutate(self, change: Callable[[KnowledgeGraph], T]) -> T:
         """Apply `change` to the current graph under the cross-process lock and persist what it edited."""
         with self._mutex, self._locked():

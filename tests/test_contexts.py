@@ -145,9 +145,9 @@ def test_add_context_refuses_a_file_that_is_not_a_memory_file(tmp_path):
 
 def test_add_context_validates_name_and_markers(tmp_path):
     contexts = Contexts(registry_in(tmp_path / "cfg"))
-    with pytest.raises(ValueError, match="String should match pattern"):
+    with pytest.raises(ContextConfigError, match="'name' string should match pattern"):
         new_context(contexts, "../etc", "/tmp/x.jsonl")
-    with pytest.raises(ValueError, match="plain file or folder name"):
+    with pytest.raises(ContextConfigError, match="plain file or folder name"):
         new_context(contexts, "p", "{projectDir}/m.jsonl", markers=["../../secret"])
 
 

@@ -107,5 +107,5 @@ def test_none_turns_semantic_search_off():
 def test_the_slot_loads_in_the_background():
     slot = EmbedderSlot("none")
     slot.start()
-    assert slot.get(wait=30) is None
-    assert "off" in slot.note
+    embedder, note = slot.get(wait=30)
+    assert embedder is None and "off" in note

@@ -1,0 +1,156 @@
+"""MCP resources and live updates: the graphs as readable resources, and `notifications/resources/updated` when
+a memory changes, whether through our tools or through another process or an editor.
+
+- `memory://knowledge-graph`: the active context's graph (the official server's resource);
+- `memory://contexts`: the contexts, as `list_contexts` shows them;
+- `memory://contexts/{name}`: one context's graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.subscriptions import ResourceUpdated
+from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+
+from memory_server.contexts import Contexts
+from memory_server.errors import MemoryServerError
+from memory_server.search import Searcher
+from memory_server.store import GraphStore
+from memory_server.watch import FolderWatcher
+
+logger = logging.getLogger(__name__)
+
+GRAPH_URI = "memory://knowledge-graph"
+CONTEXTS_URI = "memory://contexts"
+CONTEXT_URI = "memory://contexts/{name}"
+
+
+class LiveUpdates:
+    """Who subscribed to what, and telling them when a memory file changed."""
+
+    def __init__(self, contexts: Contexts, searcher: Searcher, bus: Any) -> None:
+        self.contexts = contexts
+        self.searcher = searcher
+        self.bus = bus
+        self.watcher = FolderWatcher(self._files_changed)
+        self._subscribed: dict[str, Any] = {}  # uri -> the session that asked
+
+    def watch(self, store: GraphStore) -> None:
+        self.watcher.watch(store.path.parent)
+
+    async def changed(self, store: GraphStore) -> None:
+        """Tell subscribers that `store`'s graph changed."""
+        uris = await anyio.to_thread.run_sync(self._uris_of, store.path)
+        for uri in uris:
+            await self.bus.publish(ResourceUpdated(uri=uri))
+            session = self._subscribed.get(uri)
+            if session is not None:
+                with contextlib.suppress(Exception):  # a client gone away must not break the watcher
+                    await session.send_resource_updated(uri)
+
+    async def subscribe(self, ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
+        self._subscribed[str(params.uri)] = ctx.session
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
+        self._subscribed.pop(str(params.uri), None)
+        return EmptyResult()
+
+    async def _files_changed(self, paths: set[Path]) -> None:
+        for store in self.contexts.open_stores():
+            if store.path in paths and await anyio.to_thread.run_sync(self._refresh, store):
+                await self.changed(store)
+
+    def _refresh(self, store: GraphStore) -> bool:
+        """Re-read a file another process changed and bring its search index up to date, off the request path."""
+        try:
+            if not store.refresh():
+                return False
+            self.searcher.warm(store)
+        except MemoryServerError as problem:
+            logger.warning("Could not refresh %s: %s", store.path, problem)
+        return True
+
+    def _uris_of(self, path: Path) -> list[str]:
+        uris = []
+        for config in self.contexts.registry.contexts():
+            with contextlib.suppress(MemoryServerError):
+                resolved = self.contexts.resolve_config(config)
+                if self.contexts.store(resolved).path == path:
+                    uris.append(CONTEXT_URI.format(name=config.name))
+                    if config.name == self.contexts.active_name:
+                        uris.append(GRAPH_URI)
+        return uris
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Watch files for as long as the server runs; stop at once when it ends."""
+        with contextlib.suppress(MemoryServerError):
+            self.watch(self.contexts.store(self.contexts.resolve()))
+        self.watcher.watch(self.contexts.registry.directory)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.watcher.run)
+            try:
+                yield
+            finally:
+                self.watcher.stop()
+                group.cancel_scope.cancel()
+
+
+def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) -> None:
+    contexts = live.contexts
+
+    def graph_json(name: str | None) -> str:
+        try:
+            store = contexts.store(contexts.resolve(name))
+            with store.reading() as graph:
+                data = {
+                    "entities": [e.to_dict() for e in graph.entity_list()],
+                    "relations": [r.to_dict() for r in graph.relations.values()],
+                }
+        except MemoryServerError as problem:
+            data = {"error": str(problem)}
+        return json.dumps(data, indent=2, ensure_ascii=False)
+
+    @server.resource(
+        GRAPH_URI,
+        name="knowledge-graph",
+        title="Knowledge Graph",
+        description="The full knowledge graph of the active memory context, with all entities and relations",
+        mime_type="application/json",
+    )
+    def knowledge_graph() -> str:
+        return graph_json(None)
+
+    @server.resource(
+        CONTEXTS_URI,
+        name="contexts",
+        title="Memory Contexts",
+        description="Every memory context with its file, whether it is active, and how much it holds",
+        mime_type="application/json",
+    )
+    def all_contexts() -> str:
+        return json.dumps(describe_contexts(), indent=2, ensure_ascii=False)
+
+    @server.resource(
+        CONTEXT_URI,
+        name="context-graph",
+        title="Context Knowledge Graph",
+        description="The knowledge graph of one memory context",
+        mime_type="application/json",
+    )
+    def context_graph(name: str) -> str:
+        return graph_json(name)
+
+    # MCPServer has no public hook for resources/subscribe (which also advertises the capability).
+    lowlevel = server._lowlevel_server  # noqa: SLF001
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, live.subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, live.unsubscribe)
