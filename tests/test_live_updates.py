@@ -1,0 +1,79 @@
+"""Resources, subscriptions, and seeing changes made by another process, over stdio."""
+
+import json
+
+import anyio
+import pytest
+from mcp_types import ResourceUpdatedNotification
+
+from helpers import connect, entity, ok, server_env
+
+pytestmark = pytest.mark.anyio
+
+
+class Updates:
+    """Collects notifications/resources/updated, and lets a test wait for one."""
+
+    def __init__(self):
+        self.uris: list[str] = []
+        self._arrived = anyio.Event()
+
+    async def __call__(self, message) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+            self._arrived.set()
+
+    async def wait(self, uri: str, timeout: float = 15) -> None:
+        with anyio.fail_after(timeout):
+            while uri not in self.uris:
+                await self._arrived.wait()
+                self._arrived = anyio.Event()
+
+
+async def graph_resource(session, uri="memory://knowledge-graph") -> dict:
+    result = await session.read_resource(uri)
+    return json.loads(result.contents[0].text)
+
+
+async def test_resources_are_listed_and_readable(tmp_path):
+    env = server_env(MEMORY_FILE_PATH=tmp_path / "m.jsonl")
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Ann", "person", "likes tea")])
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        assert {"memory://knowledge-graph", "memory://contexts"} <= uris
+        templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
+        assert "memory://contexts/{name}" in templates
+        assert (await graph_resource(s))["entities"] == [entity("Ann", "person", "likes tea")]
+        assert (await graph_resource(s, "memory://contexts/default"))["entities"][0]["name"] == "Ann"
+        listing = await graph_resource(s, "memory://contexts")
+        assert listing["activeContext"] == "default" and listing["contexts"][0]["entities"] == 1
+
+
+async def test_a_subscriber_hears_about_our_own_writes(tmp_path):
+    updates = Updates()
+    async with connect(server_env(MEMORY_FILE_PATH=tmp_path / "m.jsonl"), message_handler=updates) as s:
+        await s.subscribe_resource("memory://knowledge-graph")
+        await ok(s, "create_entities", entities=[entity("Ann")])
+        await updates.wait("memory://knowledge-graph")
+
+
+async def test_a_change_by_another_process_reaches_the_subscriber_and_the_next_read(tmp_path):
+    memory = tmp_path / "shared.jsonl"
+    env = server_env(MEMORY_FILE_PATH=memory)
+    updates = Updates()
+    async with connect(env, message_handler=updates) as watcher, connect(env) as writer:
+        assert (await ok(watcher, "read_graph"))["entities"] == []
+        await watcher.subscribe_resource("memory://knowledge-graph")
+        await watcher.subscribe_resource("memory://contexts/default")
+        await anyio.sleep(0.5)  # let the watcher start watching the folder
+        await ok(writer, "create_entities", entities=[entity("Bo", "dog", "chases the postman")])
+        await updates.wait("memory://knowledge-graph")
+        await updates.wait("memory://contexts/default")
+        assert [e["name"] for e in (await ok(watcher, "read_graph"))["entities"]] == ["Bo"]
+        found = await ok(watcher, "search_nodes", query="who runs after the mail carrier")
+        assert found["matches"][0]["observation"] == "chases the postman"
+        # an editor rewriting the file by hand is noticed too
+        memory.write_text(memory.read_text().replace("postman", "cat"))
+        updates.uris.clear()
+        await updates.wait("memory://knowledge-graph")
+        assert (await graph_resource(watcher))["entities"][0]["observations"] == ["chases the cat"]
