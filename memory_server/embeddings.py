@@ -67,7 +67,9 @@ class Embedder:
     def save(self) -> None:
         """Write the vectors made since the last save to the cache file (atomically; other processes may share it)."""
         with self._lock:
-            self._save_timer = None
+            if self._save_timer is not None:
+                self._save_timer.cancel()
+                self._save_timer = None
             if self._cache_file is None or not self._unsaved:
                 return
             keys = np.frombuffer(b"".join(self._memo.keys()), dtype="S16")
@@ -121,6 +123,12 @@ class EmbedderSlot:
         if not self._ready.wait(wait):
             return None, "the embedding model is still loading, so this search ranked by keywords only"
         return self.embedder, self.note
+
+    def close(self, timeout: float = 10.0) -> None:
+        """At shutdown: wait for the loader, then save what the cache does not hold yet."""
+        self._ready.wait(timeout)
+        if self.embedder is not None:
+            self.embedder.save()
 
     def _load(self) -> None:
         try:

@@ -4,11 +4,12 @@ and the project's single atomic-write helper."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,8 +56,9 @@ def locked(lock: filelock.BaseFileLock, timeout: float) -> Iterator[None]:
         lock.release()
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that readers and crashes only ever see the old or the new content.
+def write_atomically(path: Path, data: bytes | Callable[[int], None]) -> None:
+    """Replace `path` with `data` (bytes, or a function writing to the file descriptor it is given) so that
+    readers and crashes only ever see the old or the new content.
 
     The temporary file sits in the same folder (a rename cannot cross file systems), is fsynced before the
     rename, keeps the permissions of the file it replaces, and is removed if anything fails.
@@ -67,9 +69,10 @@ def write_atomically(path: Path, data: bytes) -> None:
     try:
         with contextlib.suppress(FileNotFoundError):
             os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        if callable(data):
+            data(fd)
+        else:
+            write_all(fd, data)
         os.fsync(fd)
         os.close(fd)
         fd = -1
@@ -81,6 +84,31 @@ def write_atomically(path: Path, data: bytes) -> None:
             os.unlink(temp)
         raise
     _fsync_directory(path.parent)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a short write is followed by one that reports the real error (disk full...)
+        view = view[os.write(fd, view) :]
+
+
+def copy_range(source: int, target: int, start: int, end: int) -> None:
+    """Append bytes [start, end) of file `source` to file `target`, inside the kernel where it can."""
+    while start < end:
+        try:
+            done = os.copy_file_range(source, target, end - start, start)
+        except (AttributeError, OSError) as problem:  # not on this system or file system: copy by hand
+            if isinstance(problem, OSError) and problem.errno not in _NO_COPY_FILE_RANGE:
+                raise
+            chunk = os.pread(source, min(end - start, 1 << 20), start)
+            write_all(target, chunk)
+            done = len(chunk)
+        if done == 0:
+            raise OSError(errno.EIO, "the file got shorter while it was being copied")
+        start += done
+
+
+_NO_COPY_FILE_RANGE = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF}
 
 
 def temp_prefix(path: Path) -> str:

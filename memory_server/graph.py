@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from memory_server.errors import EntityNotFoundError
 
@@ -68,7 +71,7 @@ class SkippedLine:
 
 @dataclass
 class Edits:
-    """What the store must write to persist the mutations made since the last write."""
+    """What the mutations since the last write changed: lines added at the end, lines changed or removed."""
 
     appended: list[Entity | Relation] = field(default_factory=list)
     rewrite: bool = False
@@ -77,7 +80,9 @@ class Edits:
         return self.rewrite or bool(self.appended)
 
 
-Record = Entity | Relation | UnusableLine | None  # None: a line removed since the last write
+Record = Entity | Relation | UnusableLine | None  # None: a removed line (or a duplicate merged into another)
+Span = tuple[int, int]  # bytes [start, end) of the file as it is on disk now
+Plan = list[Span | bytes]  # the new file: ranges copied from the old one, and new bytes
 
 
 class KnowledgeGraph:
@@ -88,37 +93,49 @@ class KnowledgeGraph:
         self._relations_of: dict[str, dict[tuple[str, str, str], Relation]] = {}
         self._unusable = 0
         self.edits = Edits()
+        # Where each record is in the file on disk: its size in bytes with its newline (0: not in the file).
+        # Records at slots >= _on_disk are new; _dirty holds the slots whose line must change or go.
+        self._sizes = array("q")
+        self._on_disk = 0
+        self._dirty: set[int] = set()
+        self._ends_with_newline = True
 
     # ---- reading -------------------------------------------------------------------------------------------
 
     @classmethod
-    def parse(cls, text: str) -> KnowledgeGraph:
+    def parse(cls, data: bytes | str) -> KnowledgeGraph:
+        """Read a file's content. Bytes that are not UTF-8 are kept (as surrogate escapes) and written back as is."""
+        if isinstance(data, str):
+            data = data.encode("utf-8", "surrogateescape")
         graph = cls()
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()  # the newline that ends the last line
+        lines = data.split(b"\n")
+        graph._ends_with_newline = lines[-1] == b""
+        if graph._ends_with_newline:
+            lines.pop()
         for line in lines:
-            graph._load_line(line)
+            graph._load_line(line.decode("utf-8", "surrogateescape"))
+            graph._sizes.append(len(line) + 1)
+        if lines and not graph._ends_with_newline:
+            graph._sizes[-1] -= 1
+        graph._on_disk = len(graph.records)
         return graph
 
     def skipped_lines(self) -> list[SkippedLine]:
-        """Unusable lines with their 1-based numbers in the file this graph was read from or last wrote."""
+        """Unusable lines with their 1-based numbers in the file on disk."""
         if not self._unusable:
             return []
-        return [
-            SkippedLine(number, record.reason)
-            for number, record in enumerate(self.records, start=1)
-            if isinstance(record, UnusableLine) and record.reason
-        ]
+        skipped, number = [], 0
+        for slot, record in enumerate(self.records[: self._on_disk]):
+            number += self._sizes[slot] > 0
+            if isinstance(record, UnusableLine) and record.reason:
+                skipped.append(SkippedLine(number, record.reason))
+        return skipped
 
     def lines(self) -> Iterator[str]:
         """Every line of the file, in order, without newlines."""
         for record in self.records:
             if record is not None:
                 yield _text_of(record)
-
-    def lines_of(self, records: Iterable[Entity | Relation]) -> list[str]:
-        return [_text_of(record) for record in records]
 
     def entity_list(self) -> list[Entity]:
         return list(self.entities.values())
@@ -212,13 +229,39 @@ class KnowledgeGraph:
             if relation is not None:
                 self._remove_relation(relation)
 
+    def plan(self) -> Plan:
+        """The new content of the file, as ranges of the file on disk (unchanged lines, copied without being
+        serialised again) and the bytes of new or changed lines. Call `written` once it is on disk."""
+        offsets = np.zeros(self._on_disk + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(self._sizes, dtype=np.int64, count=self._on_disk), out=offsets[1:])
+        plan: Plan = []
+        copied_to = 0  # the slots before this one are planned
+        for slot in sorted(self._dirty):
+            if slot > copied_to:
+                plan.append((int(offsets[copied_to]), int(offsets[slot])))
+            record = self.records[slot]
+            if record is not None:
+                plan.append(_line_bytes(record))
+            copied_to = slot + 1
+        if copied_to < self._on_disk:
+            plan.append((int(offsets[copied_to]), int(offsets[self._on_disk])))
+            if not self._ends_with_newline:
+                plan.append(b"\n")
+        plan.extend(_line_bytes(record) for record in self.edits.appended)
+        return plan
+
     def written(self) -> None:
-        """The store has persisted the edits: drop removed lines and start a new batch."""
-        if self.edits.rewrite:
-            self.records = [r for r in self.records if r is not None]
-            for slot, record in enumerate(self.records):
-                if isinstance(record, (Entity, Relation)):
-                    record.slot = slot
+        """The store has written the plan: the file on disk now holds every record as it is in memory."""
+        for slot in self._dirty:
+            record = self.records[slot]
+            self._sizes[slot] = 0 if record is None else len(_line_bytes(record))
+        if self._on_disk and not self._ends_with_newline and self._on_disk - 1 not in self._dirty:
+            self._sizes[self._on_disk - 1] += 1
+        for record in self.edits.appended:
+            self._sizes[record.slot] = len(_line_bytes(record))
+        self._on_disk = len(self.records)
+        self._dirty.clear()
+        self._ends_with_newline = True
         self.edits = Edits()
 
     # ---- internals -----------------------------------------------------------------------------------------
@@ -240,10 +283,12 @@ class KnowledgeGraph:
                 known = set(first.observations)
                 first.observations.extend(o for o in dict.fromkeys(record.observations) if o not in known)
                 first.text = None
+                self._dirty.update((first.slot, len(self.records)))  # both lines change at the next rewrite
                 self.records.append(None)
                 return
             self._index(record, len(self.records))
         elif record.key in self.relations:
+            self._dirty.add(len(self.records))
             self.records.append(None)
             return
         else:
@@ -263,15 +308,22 @@ class KnowledgeGraph:
         record.text = None
         self._index(record, len(self.records))
         self.records.append(record)
+        self._sizes.append(0)
         self.edits.appended.append(record)
 
     def _changed(self, record: Entity | Relation) -> None:
         record.text = None
-        self.edits.rewrite = True
+        if record.slot < self._on_disk:
+            self._dirty.add(record.slot)
+            self.edits.rewrite = True
 
     def _remove_record(self, record: Entity | Relation) -> None:
         self.records[record.slot] = None
-        self.edits.rewrite = True
+        if record.slot < self._on_disk:
+            self._dirty.add(record.slot)
+            self.edits.rewrite = True
+        else:
+            self.edits.appended.remove(record)
 
     def _remove_relation(self, relation: Relation) -> None:
         del self.relations[relation.key]
@@ -353,6 +405,10 @@ def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if record.text is None:
         record.text = encode_entity(record) if isinstance(record, Entity) else encode_relation(record)
     return record.text
+
+
+def _line_bytes(record: Entity | Relation | UnusableLine) -> bytes:
+    return (_text_of(record) + "\n").encode("utf-8", "surrogateescape")
 
 
 def _require_str(data: dict[str, Any], *keys: str) -> None:

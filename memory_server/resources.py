@@ -101,8 +101,13 @@ class LiveUpdates:
             try:
                 yield
             finally:
+                # Let the watcher thread see its stop event and the model finish loading, so no thread is
+                # still running while Python shuts down.
                 self.watcher.stop()
+                with anyio.move_on_after(3):
+                    await self.watcher.finished.wait()
                 group.cancel_scope.cancel()
+                await anyio.to_thread.run_sync(self.searcher.embeddings.close)
 
 
 def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) -> None:

@@ -9,6 +9,7 @@ size, mtime) is unchanged, which costs one `stat`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -20,13 +21,15 @@ import filelock
 from memory_server.errors import MemoryFileError
 from memory_server.files import (
     Stamp,
+    copy_range,
     lock_path_for,
     locked,
     remove_stale_temp_files,
     stamp_of,
+    write_all,
     write_atomically,
 )
-from memory_server.graph import KnowledgeGraph, SkippedLine
+from memory_server.graph import KnowledgeGraph, Plan, SkippedLine
 
 T = TypeVar("T")
 
@@ -44,7 +47,6 @@ class GraphStore:
         self._mutex = threading.RLock()  # tool calls run in worker threads
         self._graph: KnowledgeGraph | None = None
         self._stamp: Stamp | None = None
-        self._ends_with_newline = True
         self._swept = False
         self._warned = False
         self.version = 0  # counts the graph states this store has held; search indexes key on it
@@ -105,7 +107,7 @@ class GraphStore:
     def _reload(self, lock: bool) -> None:
         stamp = stamp_of(self.path)
         if stamp is None:
-            self._graph, self._stamp, self._ends_with_newline = KnowledgeGraph(), None, True
+            self._graph, self._stamp = KnowledgeGraph(), None
             self.version += 1
             return
         # Read under the lock so a concurrent append is never seen half-written; a folder we may not lock
@@ -118,49 +120,64 @@ class GraphStore:
                     stamp = Stamp(*_stat_fields(os.fstat(file.fileno())))
             except OSError as problem:
                 raise MemoryFileError(self.path, "read", problem) from problem
-        self._graph = KnowledgeGraph.parse(data.decode("utf-8", "surrogateescape"))
+        self._graph = KnowledgeGraph.parse(data)
         self.version += 1
         self._stamp = stamp
-        self._ends_with_newline = not data or data.endswith(b"\n")
         self._warned = False
 
     def _persist(self, graph: KnowledgeGraph) -> None:
+        plan = graph.plan()
         try:
-            payload = None if graph.edits.rewrite else self._append_payload(graph)
-            if payload is None:
-                write_atomically(self.path, _encode("".join(line + "\n" for line in graph.lines())))
+            added = _appended_bytes(plan, self._stamp.size if self._stamp else 0)
+            if added is not None and self._stamp is not None and self._stamp.size % _PAGE + len(added) <= _PAGE:
+                self._append(added)
             else:
-                self._append(payload)
+                write_atomically(self.path, lambda fd: self._write_plan(fd, plan))
         except OSError as problem:
             raise MemoryFileError(self.path, "write", problem) from problem
         graph.written()
         self.version += 1
         self._stamp = stamp_of(self.path)
-        self._ends_with_newline = True
 
-    def _append_payload(self, graph: KnowledgeGraph) -> bytes | None:
-        if self._stamp is None:
-            return None  # a new file is created atomically
-        lines = graph.lines_of(graph.edits.appended)
-        payload = _encode(("" if self._ends_with_newline else "\n") + "".join(line + "\n" for line in lines))
-        if self._stamp.size % _PAGE + len(payload) > _PAGE:
-            return None
-        return payload
+    def _write_plan(self, target: int, plan: Plan) -> None:
+        """Write the new file: copy the unchanged ranges from the current file, write the new bytes."""
+        if all(isinstance(step, bytes) for step in plan):
+            write_all(target, b"".join(plan))  # type: ignore[arg-type]
+            return
+        source = os.open(self.path, os.O_RDONLY)
+        try:
+            if Stamp(*_stat_fields(os.fstat(source))) != self._stamp:
+                raise OSError(errno.EAGAIN, "the file was changed by a program that does not lock it; try again")
+            for step in plan:
+                if isinstance(step, bytes):
+                    write_all(target, step)
+                else:
+                    copy_range(source, target, *step)
+        finally:
+            os.close(source)
 
     def _append(self, payload: bytes) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         try:
             size = os.fstat(fd).st_size
             try:
-                view = memoryview(payload)
-                while view:  # a short write is followed by one that reports the real error (disk full...)
-                    view = view[os.write(fd, view) :]
+                write_all(fd, payload)
                 os.fsync(fd)
             except BaseException:
                 os.ftruncate(fd, size)  # leave the file exactly as it was
                 raise
         finally:
             os.close(fd)
+
+
+def _appended_bytes(plan: Plan, size: int) -> bytes | None:
+    """The bytes to append when the plan keeps the whole current file as it is, else None."""
+    steps = plan[1:] if plan and plan[0] == (0, size) else plan
+    if size and steps is plan:
+        return None
+    if not all(isinstance(step, bytes) for step in steps):
+        return None
+    return b"".join(steps)  # type: ignore[arg-type]
 
 
 def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
@@ -171,10 +188,6 @@ def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
         f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
         "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph."
     )
-
-
-def _encode(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")  # unusable lines go back byte for byte
 
 
 def _stat_fields(st: os.stat_result) -> tuple[int, int, int]:

@@ -26,6 +26,7 @@ class FolderWatcher:
         self._folders: set[Path] = set()
         self._restart = anyio.Event()
         self._stopped = False
+        self.finished = anyio.Event()
 
     def watch(self, folder: Path) -> None:
         """Also watch `folder` (from the next moment on). Safe to call for a folder already watched."""
@@ -40,6 +41,12 @@ class FolderWatcher:
         self._restart.set()
 
     async def run(self) -> None:
+        try:
+            await self._watch_until_stopped()
+        finally:
+            self.finished.set()
+
+    async def _watch_until_stopped(self) -> None:
         while not self._stopped:
             self._restart = anyio.Event()
             folders = sorted(f for f in self._folders if f.is_dir())
