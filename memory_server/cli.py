@@ -49,7 +49,9 @@ def cli(*args: str) -> None:
     )
     for problem in registry.problems():
         logger.warning(problem)
-    logger.info("Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name)
+    logger.info(
+        "Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name
+    )
     embeddings = EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
     embeddings.start()  # in the background: the handshake never waits for the model
     server = build_server(
@@ -87,7 +89,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--default-context",
         default=env("MEMORY_DEFAULT_CONTEXT") or None,
-        help="context active at start [MEMORY_DEFAULT_CONTEXT] (default: activeContext of contexts.json, else 'default')",
+        help="context active at start [MEMORY_DEFAULT_CONTEXT] "
+        "(default: activeContext of contexts.json, else 'default')",
     )
     parser.add_argument(
         "--project-dir",

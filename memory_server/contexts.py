@@ -349,9 +349,7 @@ class Contexts:
             return ResolvedContext(config.name, self.static_path(config.path), config, read_only)
         start = self.start(project_dir)
         rules = config.rules
-        project = find_project(
-            start.folder, rules.markers, rules.max_depth, context=config.name, origin=start.origin
-        )
+        project = find_project(start.folder, rules.markers, rules.max_depth, context=config.name, origin=start.origin)
         return ResolvedContext(config.name, project_path(config.path, project), config, read_only, project)
 
     def start(self, project_dir: str | None = None) -> Start:

@@ -97,7 +97,9 @@ class Embedder:
             if keys.dtype != np.dtype("S16") or vectors.shape != (len(keys), self.dim):
                 raise ValueError(f"shape {vectors.shape} does not fit {len(keys)} keys of dimension {self.dim}")
         except Exception as problem:  # any damage means "no cache": it is rebuilt as texts are embedded again
-            logger.warning("Ignoring the unreadable vector cache %s (%s); it will be rebuilt.", self._cache_file, problem)
+            logger.warning(
+                "Ignoring the unreadable vector cache %s (%s); it will be rebuilt.", self._cache_file, problem
+            )
             self._unsaved = 1
             return
         vectors = vectors.astype(np.float16)

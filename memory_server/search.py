@@ -278,7 +278,9 @@ class Searcher:
             hits.sort(key=lambda labelled: -labelled.hit.score)
         if embedder is not None:
             embedder.save_soon()
-        return Outcome(hits[:limit] if limit is not None else hits, mode, embedder and embedder.name, bool(embedder), note)
+        return Outcome(
+            hits[:limit] if limit is not None else hits, mode, embedder and embedder.name, bool(embedder), note
+        )
 
     def warm(self, store: GraphStore) -> None:
         """Bring the indexes already made for `store` up to date now, so the next search does not wait."""

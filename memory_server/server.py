@@ -7,7 +7,6 @@ context and file it used. Core errors become `isError` results here, in one plac
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +20,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
 from pydantic import Field
 
-from memory_server import __version__
-from memory_server.contexts import Contexts, ContextConfig, ResolvedContext, new_context
+from memory_server import __version__, present
+from memory_server.contexts import Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
@@ -37,9 +36,10 @@ from memory_server.models import (
     RelationsResult,
     SearchResult,
     SuccessResult,
+    inline_refs,
 )
 from memory_server.resources import LiveUpdates, add_resources
-from memory_server.search import Mode, Outcome, Searcher, Target, ranked_entities
+from memory_server.search import Mode, Searcher, Target
 from memory_server.store import GraphStore
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class MemoryTools:
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
             resolved.require_writable()
             added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
-            return {"entities": added}, _json(added)
+            return {"entities": added}, present.as_json(added)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -101,7 +101,7 @@ class MemoryTools:
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
             resolved.require_writable()
             added = [r.to_dict() for r in store.mutate(lambda graph: graph.create_relations(new))]
-            return {"relations": added}, _json(added)
+            return {"relations": added}, present.as_json(added)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -118,7 +118,7 @@ class MemoryTools:
             resolved.require_writable()
             done = store.mutate(lambda graph: graph.add_observations(additions))
             results = [{"entityName": name, "addedObservations": added} for name, added in done]
-            return {"results": results}, _json(results)
+            return {"results": results}, present.as_json(results)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -197,7 +197,9 @@ class MemoryTools:
             limit = DEFAULT_LIMIT
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            return _search_result(self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore))
+            return present.search_result(
+                self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore)
+            )
 
         if context == EVERY_CONTEXT:
             await self._sync_roots(ctx)
@@ -326,7 +328,7 @@ class MemoryTools:
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
-        text = _text(resolved, warnings, text)
+        text = present.text(resolved, warnings, text)
         result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
         return result, store, store.version != version
 
@@ -348,7 +350,7 @@ class MemoryTools:
             boost = self.project_boost if resolved.project is not None else 0.0
             targets.append(Target(resolved.name, self.contexts.store(resolved), boost))
         try:
-            structured, body = _search_result(self.searcher.search(targets, query, mode, limit, min_score))
+            structured, body = present.search_result(self.searcher.search(targets, query, mode, limit, min_score))
         except MemoryServerError as problem:
             return self._failed(problem)
         structured["context"] = {"name": EVERY_CONTEXT, "path": None, "readOnly": self.contexts.read_only}
@@ -370,10 +372,10 @@ class MemoryTools:
         try:
             resolved = self.contexts.resolve_config(config, project_dir)
         except MemoryServerError as problem:
-            info = self._describe(config, None, str(problem))
+            info = present.context_info(self.contexts, config, None, str(problem))
             where = f"its file cannot be resolved now: {problem}"
         else:
-            info = self._describe(config, resolved, None)
+            info = present.context_info(self.contexts, config, resolved, None)
             where = f"it uses {resolved.path}"
             if resolved.project is not None:
                 info["projectMarker"] = resolved.project.marker
@@ -386,7 +388,8 @@ class MemoryTools:
             structured["warnings"] = warnings
         body = f"{note + ' ' if note else ''}Active context '{config.name}': {where}."
         return CallToolResult(
-            content=[TextContent(type="text", text=_text(resolved, warnings, body))], structured_content=structured
+            content=[TextContent(type="text", text=present.text(resolved, warnings, body))],
+            structured_content=structured,
         )
 
     def _warnings(self, store: GraphStore | None) -> list[str]:
@@ -395,16 +398,7 @@ class MemoryTools:
         return warnings + [note] if note else warnings
 
     def describe_contexts(self, project_dir: str | None = None) -> dict[str, Any]:
-        """Every context, sorted by name, with where its file is now (or why it cannot be worked out)."""
-        described = []
-        for config in self.contexts.registry.contexts():
-            try:
-                resolved = self.contexts.resolve_config(config, project_dir)
-            except MemoryServerError as problem:
-                described.append(self._describe(config, None, str(problem)))
-                continue
-            described.append(self._describe(config, resolved, None))
-        return {"activeContext": self.contexts.active_name, "contexts": described}
+        return present.contexts_listing(self.contexts, project_dir)
 
     def _list_contexts(self, project_dir: str | None, note: str | None = None) -> CallToolResult:
         structured = self.describe_contexts(project_dir)
@@ -416,8 +410,8 @@ class MemoryTools:
         warnings = self._warnings(None)
         if warnings:
             structured["warnings"] = warnings
-        body = "\n".join([*([note] if note else []), *(_context_line(item) for item in structured["contexts"])])
-        text = _text(resolved, warnings, body, self.contexts.active_name)
+        body = "\n".join([*([note] if note else []), *(present.context_line(item) for item in structured["contexts"])])
+        text = present.text(resolved, warnings, body, self.contexts.active_name)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _failed(self, problem: Exception) -> CallToolResult:
@@ -429,26 +423,6 @@ class MemoryTools:
             return self.contexts.resolve(None, project_dir)
         except MemoryServerError:
             return None
-
-    def _describe(
-        self, config: ContextConfig, resolved: ResolvedContext | None, problem: str | None
-    ) -> dict[str, Any]:
-        info: dict[str, Any] = {
-            "name": config.name,
-            "description": config.description,
-            "pathTemplate": config.path,
-            "path": str(resolved.path) if resolved else None,
-            "isProjectBased": config.project_based,
-            "readOnly": self.contexts.read_only or config.read_only,
-            "active": config.name == self.contexts.active_name,
-        }
-        if resolved is None:
-            info["unresolvedReason"] = problem or "cannot be resolved now"
-            return info
-        if resolved.project is not None:
-            info["projectDir"] = str(resolved.project.root)
-        info.update(_counts(self.contexts.store(resolved)))
-        return info
 
     async def _sync_roots(self, ctx: Context) -> None:
         """Ask the client for its workspace roots when they may have changed (start, roots/list_changed)."""
@@ -565,27 +539,10 @@ def build_server(
 def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:
     tool = Tool.from_function(fn, title=title, description=description, annotations=annotations)
     # Inline the $defs so the schemas read like the official server's: items' properties in place.
-    tool.parameters = _inline_refs(tool.parameters)
+    tool.parameters = inline_refs(tool.parameters)
     if tool.fn_metadata.output_schema is not None:
-        tool.fn_metadata.output_schema = _inline_refs(tool.fn_metadata.output_schema)
+        tool.fn_metadata.output_schema = inline_refs(tool.fn_metadata.output_schema)
     return tool
-
-
-def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    definitions = schema.get("$defs", {})
-
-    def inline(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str) and ref.startswith("#/$defs/"):
-                merged = {**definitions[ref.removeprefix("#/$defs/")], **{k: v for k, v in node.items() if k != "$ref"}}
-                return inline(merged)
-            return {k: inline(v) for k, v in node.items() if k != "$defs"}
-        if isinstance(node, list):
-            return [inline(item) for item in node]
-        return node
-
-    return inline(schema)
 
 
 def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
@@ -604,93 +561,16 @@ def _graph_reader(select: Callable[[KnowledgeGraph], tuple[list[Entity], list[Re
         with store.reading() as graph:
             entities, relations = select(graph)
             result = {"entities": [e.to_dict() for e in entities], "relations": [r.to_dict() for r in relations]}
-        return result, _json(result)
+        return result, present.as_json(result)
 
     return work
-
-
-def _search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
-    hits = [labelled.hit for labelled in outcome.hits]
-    relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
-    if outcome.mode == "keyword":
-        relations = dict(sorted(relations.items(), key=lambda item: item[1].slot))  # file order, as upstream
-    structured = {
-        "entities": [e.to_dict() for e in ranked_entities(hits)],
-        "relations": [r.to_dict() for r in relations.values()],
-        "matches": [
-            {"entityName": h.hit.entity.name, "observation": h.hit.observation, "score": round(h.hit.score, 4),
-             "context": h.label}
-            for h in outcome.hits
-        ],
-        "search": {"mode": outcome.mode, "model": outcome.model, "semantic": outcome.semantic, "note": outcome.note},
-    }
-    if outcome.mode == "keyword":  # the official server's answer, unchanged
-        return structured, _json({"entities": structured["entities"], "relations": structured["relations"]})
-    return structured, _matches_text(outcome)
-
-
-def _matches_text(outcome: Outcome) -> str:
-    how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
-    lines = [f"{len(outcome.hits)} matches ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
-    labels = len({h.label for h in outcome.hits}) > 1
-    for number, labelled in enumerate(outcome.hits, start=1):
-        hit = labelled.hit
-        where = f"[{labelled.label}] " if labels else ""
-        said = f'"{hit.observation}"' if hit.observation is not None else "(name or type matched)"
-        lines.append(f"{number}. {where}{hit.entity.name} ({hit.entity.entity_type}) {hit.score:.2f}: {said}")
-    relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
-    if relations:
-        lines.append("Relations: " + "; ".join(f"{r.source} -{r.relation_type}-> {r.target}" for r in relations.values()))
-    return "\n".join(lines)
-
-
-def _counts(store: GraphStore) -> dict[str, Any]:
-    if not store.path.exists():
-        return {"fileExists": False, "entities": 0, "relations": 0, "observations": 0}
-    try:
-        with store.reading() as graph:
-            observations = sum(len(e.observations) for e in graph.entities.values())
-            return {
-                "fileExists": True,
-                "entities": len(graph.entities),
-                "relations": len(graph.relations),
-                "observations": observations,
-            }
-    except MemoryServerError as problem:
-        return {"fileExists": True, "error": str(problem)}
-
-
-def _context_line(item: dict[str, Any]) -> str:
-    mark = "* " if item["active"] else "  "
-    where = item["path"] or f"(unresolved: {item['unresolvedReason']})"
-    extra = ""
-    if "entities" in item:
-        extra = f" [{item['entities']} entities, {item['relations']} relations, {item['observations']} observations]"
-    flags = " read-only" if item["readOnly"] else ""
-    description = f" - {item['description']}" if item["description"] else ""
-    return f"{mark}{item['name']} → {where}{extra}{flags}{description}"
-
-
-def _header(resolved: ResolvedContext | None, unresolved_name: str | None = None) -> str:
-    if resolved is not None:
-        return f"[memory: {resolved.name} → {resolved.path}]"
-    return f"[memory: {unresolved_name} → (no file: the project cannot be found now)]" if unresolved_name else ""
-
-
-def _text(resolved: ResolvedContext | None, warnings: list[str], body: str, unresolved_name: str | None = None) -> str:
-    parts = [_header(resolved, unresolved_name), *(f"Warning: {w}" for w in warnings), body]
-    return "\n".join(p for p in parts if p)
 
 
 def _error(
     resolved: ResolvedContext | None, warnings: list[str], message: str, unresolved_name: str | None = None
 ) -> CallToolResult:
-    text = _text(resolved, warnings, message, unresolved_name)
+    text = present.text(resolved, warnings, message, unresolved_name)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def _file_path(uri: str) -> Path | None:
