@@ -78,6 +78,7 @@ class MemoryTools:
         self.live = live
         self.project_boost = project_boost
         self._roots_stale = True
+        self._roots_lock = anyio.Lock()
 
     # ---- the nine tools of the official server --------------------------------------------------------------
 
@@ -426,11 +427,14 @@ class MemoryTools:
 
     async def _sync_roots(self, ctx: Context) -> None:
         """Ask the client for its workspace roots when they may have changed (start, roots/list_changed)."""
-        if not self._roots_stale:
-            return
+        async with self._roots_lock:  # concurrent calls wait for the answer rather than use stale roots
+            if self._roots_stale:
+                self._roots_stale = False  # asked once per change, even if the client cannot answer
+                await self._read_roots(ctx)
+
+    async def _read_roots(self, ctx: Context) -> None:
         capabilities = ctx.client_capabilities
         if capabilities is None or capabilities.roots is None:
-            self._roots_stale = False
             return
         try:
             with anyio.fail_after(5):
@@ -439,7 +443,6 @@ class MemoryTools:
             logger.warning("Could not read the client's workspace roots: %s", problem)
             return
         self.contexts.roots = [p for p in (_file_path(str(r.uri)) for r in result.roots) if p is not None]
-        self._roots_stale = False
 
     def roots_changed(self) -> None:
         self._roots_stale = True
