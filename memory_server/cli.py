@@ -53,7 +53,6 @@ def cli(*args: str) -> None:
         "Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name
     )
     embeddings = EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
-    embeddings.start()  # in the background: the handshake never waits for the model
     server = build_server(
         contexts, Searcher(embeddings), context_admin=not options.no_context_admin, project_boost=options.project_boost
     )

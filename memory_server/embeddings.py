@@ -115,19 +115,28 @@ class EmbedderSlot:
     embedder: Embedder | None = None
     note: str | None = None  # why the requested model is not the one in use
     _ready: threading.Event = field(default_factory=threading.Event)
+    _starting: threading.Lock = field(default_factory=threading.Lock)
+    _thread: threading.Thread | None = None
 
     def start(self) -> None:
-        threading.Thread(target=self._load, name="embedding-model", daemon=True).start()
+        """Begin loading in a background thread (once; later calls do nothing)."""
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._load, name="embedding-model", daemon=True)
+                self._thread.start()
 
     def get(self, wait: float = 30.0) -> tuple[Embedder | None, str | None]:
         """The embedder once loaded (None when semantic search is off or no model could be loaded), and a note
         saying why it is not the model asked for."""
+        self.start()
         if not self._ready.wait(wait):
             return None, "the embedding model is still loading, so this search ranked by keywords only"
         return self.embedder, self.note
 
     def close(self, timeout: float = 10.0) -> None:
-        """At shutdown: wait for the loader, then save what the cache does not hold yet."""
+        """At shutdown: wait for the loader (if it started), then save what the cache does not hold yet."""
+        if self._thread is None:
+            return
         self._ready.wait(timeout)
         if self.embedder is not None:
             self.embedder.save()

@@ -90,6 +90,10 @@ class LiveUpdates:
                         uris.append(GRAPH_URI)
         return uris
 
+    async def _load_model_soon(self) -> None:
+        await anyio.sleep(1.0)  # after the handshake, which must never wait for the model
+        self.searcher.embeddings.start()
+
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Watch files for as long as the server runs; stop at once when it ends."""
@@ -98,6 +102,7 @@ class LiveUpdates:
         self.watcher.watch(self.contexts.registry.directory)
         async with anyio.create_task_group() as group:
             group.start_soon(self.watcher.run)
+            group.start_soon(self._load_model_soon)
             try:
                 yield
             finally:
