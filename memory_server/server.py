@@ -545,6 +545,9 @@ def _tool(fn: Callable[..., Any], title: str, description: str, annotations: Too
     tool.parameters = inline_refs(tool.parameters)
     if tool.fn_metadata.output_schema is not None:
         tool.fn_metadata.output_schema = inline_refs(tool.fn_metadata.output_schema)
+    # The schema stays published; the SDK's check of each result against it is dropped: our results are built
+    # from the models the schema comes from, and checking a large graph again cost more than building it.
+    tool.fn_metadata.output_model = None
     return tool
 
 
