@@ -32,7 +32,7 @@ class Embedder:
         self._model = model
         self.name = name
         self.dim = int(model.dim)  # type: ignore[attr-defined]
-        self._memo: dict[bytes, np.ndarray] = {}  # float16 rows
+        self._memo: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
         self._unsaved = 0
@@ -45,12 +45,12 @@ class Embedder:
         with self._lock:
             missing = {k: t for k, t in zip(keys, texts) if k not in self._memo}
             if missing:
-                vectors = self._encode_new(list(missing.values())).astype(np.float16)  # half the memory
+                vectors = self._encode_new(list(missing.values()))
                 self._memo.update(zip(missing.keys(), vectors))
                 self._unsaved += len(missing)
             if not keys:
                 return np.zeros((0, self.dim), dtype=np.float32)
-            return np.stack([self._memo[k] for k in keys]).astype(np.float32)  # float16 matmul is slow
+            return np.stack([self._memo[k] for k in keys]).astype(np.float32, copy=False)
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._encode_new([text])[0]
@@ -73,7 +73,7 @@ class Embedder:
             if self._cache_file is None or not self._unsaved:
                 return
             keys = np.frombuffer(b"".join(self._memo.keys()), dtype="S16")
-            vectors = np.stack(list(self._memo.values()))
+            vectors = np.stack(list(self._memo.values())).astype(np.float16)  # half the disk; cosines move < 1e-3
             self._unsaved = 0
         buffer = io.BytesIO()
         np.savez(buffer, keys=keys, vectors=vectors)
@@ -102,7 +102,7 @@ class Embedder:
             )
             self._unsaved = 1
             return
-        vectors = vectors.astype(np.float16)
+        vectors = vectors.astype(np.float32)
         self._memo.update(zip((bytes(k).ljust(16, b"\0") for k in keys), vectors))
 
 

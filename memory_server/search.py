@@ -9,6 +9,7 @@ dot product is the cosine; scores are in [0, 1] whatever the mode, so they compa
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -41,9 +42,10 @@ STOPWORDS = frozenset(
 
 def tokenize(text: str) -> list[str]:
     """Lower-cased words without stop words, each reduced by a light English stemmer."""
-    return [_stem(word) for word in _WORD.findall(text.lower()) if word not in STOPWORDS]
+    return [_stem(w) if w[-1] in "sgd" else w for w in _WORD.findall(text.lower()) if w not in STOPWORDS]
 
 
+@functools.lru_cache(maxsize=200_000)  # words repeat: indexing a large graph stems each distinct word once
 def _stem(word: str) -> str:
     # Enough to meet "hikes"/"hiking"/"hiked" and "stories"/"story" without a stemming library.
     if len(word) > 4 and word.endswith("ies"):
