@@ -9,6 +9,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from memory_server import __version__
@@ -27,7 +28,7 @@ the option wins when both are given."""
 
 def cli(*args: str) -> None:
     """Parse `args` (default: sys.argv), set up logging and contexts, and serve MCP over stdio until closed."""
-    options = _parser().parse_args(args or None)
+    options = parse_options(args or None)
     logging.basicConfig(
         level=options.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -64,6 +65,11 @@ def _single_threaded_blas() -> None:
     100k vectors on 2 cores). Set before numpy loads; a user's own setting wins."""
     for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, "1")
+
+
+def parse_options(args: Sequence[str] | None = None) -> argparse.Namespace:
+    """Options from `args` (default: the command line), each defaulting to its environment variable."""
+    return _parser().parse_args(args)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -113,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--lock-timeout",
         type=_positive_float,
-        default=_positive_float(env("MEMORY_LOCK_TIMEOUT") or "10"),
+        default=env("MEMORY_LOCK_TIMEOUT") or "10",  # a string default goes through `type`, errors included
         help="seconds to wait for another process's lock on a memory file [MEMORY_LOCK_TIMEOUT] (default: 10)",
     )
     parser.add_argument(
@@ -125,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--project-boost",
         type=float,
-        default=float(env("MEMORY_PROJECT_BOOST") or 0.15),
+        default=env("MEMORY_PROJECT_BOOST") or "0.15",
         help="score added to the current project's hits when searching every context [MEMORY_PROJECT_BOOST] "
         "(default: 0.15)",
     )

@@ -1,4 +1,4 @@
-"""The MCP edge: tool definitions, argument checking, and result shaping. The only module that knows MCP.
+"""The MCP tools: definitions, argument checking, and result shaping. With resources.py, the only MCP code.
 
 Each tool validates its input with pydantic, calls one core function in a worker thread, and answers with the
 official memory server's `structuredContent` plus a `context` object; the text starts with a line naming the

@@ -1,0 +1,73 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memory_server import cli
+
+
+def test_every_option_has_an_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMORY_FILE_PATH", "~/m.jsonl")
+    monkeypatch.setenv("MEMORY_CONTEXTS_DIR", str(tmp_path / "cfg"))
+    monkeypatch.setenv("MEMORY_DEFAULT_CONTEXT", "work")
+    monkeypatch.setenv("MEMORY_PROJECT_DIR", str(tmp_path))
+    monkeypatch.setenv("MEMORY_READ_ONLY", "1")
+    monkeypatch.setenv("MEMORY_NO_CONTEXT_ADMIN", "true")
+    monkeypatch.setenv("MEMORY_LOCK_TIMEOUT", "2.5")
+    monkeypatch.setenv("MEMORY_EMBEDDING_MODEL", "none")
+    monkeypatch.setenv("MEMORY_PROJECT_BOOST", "0.3")
+    monkeypatch.setenv("MEMORY_LOG_LEVEL", "WARNING")
+    options = cli.parse_options([])
+    assert options.memory_path == Path.home() / "m.jsonl"
+    assert options.contexts_directory == tmp_path / "cfg"
+    assert options.default_context == "work"
+    assert options.project_dir == tmp_path
+    assert options.read_only and options.no_context_admin
+    assert options.lock_timeout == 2.5
+    assert options.embedding_model == "none"
+    assert options.project_boost == 0.3
+    assert options.log_level == "warning"
+    assert cli.parse_options(["--lock-timeout", "9", "--default-context", "home"]).lock_timeout == 9
+
+
+def test_defaults_follow_the_xdg_folders(user_folders):
+    options = cli.parse_options([])
+    assert options.memory_path is None
+    assert options.contexts_directory == Path(user_folders["XDG_CONFIG_HOME"]) / "mcp-memory-contexts"
+    assert not options.read_only and options.lock_timeout == 10
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon"])
+def test_a_bad_lock_timeout_is_refused_with_a_reason(value, capsys):
+    with pytest.raises(SystemExit):
+        cli.parse_options(["--lock-timeout", value])
+    assert "--lock-timeout" in capsys.readouterr().err
+
+
+def test_legacy_memory_json_is_renamed_once(user_folders, caplog):
+    folder = Path(user_folders["XDG_DATA_HOME"]) / "mcp-memory-contexts"
+    folder.mkdir(parents=True)
+    (folder / "memory.json").write_text('{"type":"entity","name":"a","entityType":"t","observations":[]}\n')
+    path = cli._standard_memory_path()
+    assert path == folder / "memory.jsonl" and path.exists() and not (folder / "memory.json").exists()
+    assert "Renamed the legacy memory file" in caplog.text
+    (folder / "memory.json").write_text("newer legacy file")
+    cli._standard_memory_path()
+    assert (folder / "memory.json").exists()  # memory.jsonl exists: nothing is overwritten
+
+
+def test_help_fits_one_screen_and_names_every_variable():
+    done = subprocess.run([sys.executable, "-m", "memory_server", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert len(done.stdout.splitlines()) <= 60
+    for variable in ("MEMORY_FILE_PATH", "MEMORY_CONTEXTS_DIR", "MEMORY_DEFAULT_CONTEXT", "MEMORY_PROJECT_DIR",
+                     "MEMORY_READ_ONLY", "MEMORY_NO_CONTEXT_ADMIN", "MEMORY_LOCK_TIMEOUT", "MEMORY_EMBEDDING_MODEL"):
+        assert variable in done.stdout
+
+
+def test_a_bad_environment_value_is_reported_like_a_bad_option(monkeypatch, capsys):
+    monkeypatch.setenv("MEMORY_LOCK_TIMEOUT", "forever")
+    with pytest.raises(SystemExit):
+        cli.parse_options([])
+    assert "'forever' is not a number of seconds" in capsys.readouterr().err
