@@ -50,7 +50,8 @@ def synthetic_graph(observations: int, seed: int = 7) -> KnowledgeGraph:
     entities = []
     for number in range(observations // 5):
         facts = [
-            f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)} (note {rng.integers(1e6)})"
+            f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(THINGS)} {rng.choice(WHEN)} "
+            f"(note {rng.integers(1e6)})"
             for _ in range(5)
         ]
         entities.append(Entity(f"entity-{number}", str(rng.choice(["person", "project", "event", "place"])), facts))
@@ -78,7 +79,10 @@ def main() -> None:
     options = parser.parse_args()
     embedder, _ = load_embedder(None, cache_dir=None)
     print(f"model: {embedder.name}, {embedder.dim} dimensions")
-    print("| observations | build index s | embed s | hybrid p50 / p95 ms | semantic p50 ms | keyword p50 ms | peak RSS MB |")
+    print(
+        "| observations | build index s | embed s | hybrid p50 / p95 ms | semantic p50 ms | keyword p50 ms "
+        "| peak RSS MB |"
+    )
     print("|---|---|---|---|---|---|---|")
     for size in (int(s) for s in options.sizes.split(",")):
         graph = synthetic_graph(size)
