@@ -99,12 +99,20 @@ def write_graph(path: Path, n: int, seed: int = 42) -> None:
     rng = random.Random(seed)
     with path.open("w", encoding="utf-8") as out:
         for i in range(n):
-            line = {"type": "entity", "name": person_name(i), "entityType": rng.choice(TYPES),
-                    "observations": observations_for(i, n, rng)}
+            line = {
+                "type": "entity",
+                "name": person_name(i),
+                "entityType": rng.choice(TYPES),
+                "observations": observations_for(i, n, rng),
+            }
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
         for i in range(n):
-            line = {"type": "relation", "from": person_name(i), "to": person_name(partner_of(i, n)),
-                    "relationType": rng.choice(RELATION_TYPES)}
+            line = {
+                "type": "relation",
+                "from": person_name(i),
+                "to": person_name(partner_of(i, n)),
+                "relationType": rng.choice(RELATION_TYPES),
+            }
             out.write(json.dumps(line, ensure_ascii=False) + "\n")
 
 
@@ -137,8 +145,12 @@ def upstream_spec(entry: Path, memory_file: Path) -> ServerSpec:
 def ours_spec(memory_file: Path) -> ServerSpec:
     """Our server with its context registry, data and vector cache in the memory file's private folder."""
     home = memory_file.parent
-    env = base_env(MEMORY_CONTEXTS_DIR=str(home / "contexts-config"), XDG_DATA_HOME=str(home / "xdg-data"),
-                   XDG_CACHE_HOME=str(home / "xdg-cache"), MEMORY_LOG_LEVEL="warning")
+    env = base_env(
+        MEMORY_CONTEXTS_DIR=str(home / "contexts-config"),
+        XDG_DATA_HOME=str(home / "xdg-data"),
+        XDG_CACHE_HOME=str(home / "xdg-cache"),
+        MEMORY_LOG_LEVEL="warning",
+    )
     args = ["-m", "memory_server", "--memory-path", str(memory_file.resolve())]
     return ServerSpec("ours", sys.executable, args, env, str(memory_file.resolve()))
 
@@ -151,9 +163,19 @@ def ensure_upstream(upstream_dir: Path, timeout: float) -> Path:
         upstream_dir.mkdir(parents=True, exist_ok=True)
         print(f"Installing {UPSTREAM_PACKAGE}@{UPSTREAM_VERSION} into {upstream_dir} ...", file=sys.stderr)
         subprocess.run(
-            ["npm", "install", "--prefix", str(upstream_dir), "--no-audit", "--no-fund", "--loglevel=error",
-             f"{UPSTREAM_PACKAGE}@{UPSTREAM_VERSION}"],
-            check=True, timeout=timeout, stdout=sys.stderr,
+            [
+                "npm",
+                "install",
+                "--prefix",
+                str(upstream_dir),
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                f"{UPSTREAM_PACKAGE}@{UPSTREAM_VERSION}",
+            ],
+            check=True,
+            timeout=timeout,
+            stdout=sys.stderr,
         )
     if installed_version(package_dir) != UPSTREAM_VERSION or not entry.is_file():
         sys.exit(f"{UPSTREAM_PACKAGE}@{UPSTREAM_VERSION} is not at {entry} after npm install")
@@ -262,8 +284,14 @@ def workload(n: int, repeat: int, read_graph_repeat: int, search_mode: str | Non
     ops = [
         Operation("open_nodes", "open_nodes", lambda k: {"names": [entity(0, k)]}, repeat),
         Operation("search_nodes", "search_nodes", search, repeat),
-        Operation("search_nodes (ours default)", "search_nodes", lambda k: {"query": entity(2, k)}, repeat,
-                  ours_only=True, report_first=True),
+        Operation(
+            "search_nodes (ours default)",
+            "search_nodes",
+            lambda k: {"query": entity(2, k)},
+            repeat,
+            ours_only=True,
+            report_first=True,
+        ),
         Operation("create_entities", "create_entities", fresh_entity, repeat),
         Operation("add_observations", "add_observations", new_observation, repeat),
         Operation("delete_observations", "delete_observations", deletion, repeat),
@@ -349,16 +377,19 @@ def keyword_mode(tools: list[Any]) -> str | None:
     return None
 
 
-async def run_server(spec: ServerSpec, ops_for: Callable[[str | None], list[Operation]], log: Path,
-                     timeout: float) -> ServerResult:
+async def run_server(
+    spec: ServerSpec, ops_for: Callable[[str | None], list[Operation]], log: Path, timeout: float
+) -> ServerResult:
     """Spawn the server, time start-up and every operation, read its peak RSS, and shut it down."""
     result = ServerResult(spec.label)
     params = StdioServerParameters(command=spec.command, args=spec.args, env=spec.env, cwd=str(log.parent))
     with log.open("w") as errlog:
         try:
             start = time.perf_counter()
-            async with stdio_client(params, errlog=errlog) as (read, write), \
-                    ClientSession(read, write, read_timeout_seconds=timeout) as session:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=timeout) as session,
+            ):
                 with anyio.fail_after(timeout):
                     await session.initialize()
                 result.startup_ms = (time.perf_counter() - start) * 1000
@@ -388,15 +419,29 @@ def raw_read_graph(spec: ServerSpec, calls: int, timeout: float, cwd: Path) -> T
     The SDK's stdio client joins its line buffer again for every 64 KiB chunk it reads, so its cost grows with the
     square of an answer's size and hides the servers' own time on big graphs; this row measures the servers alone.
     """
-    proc = subprocess.Popen([spec.command, *spec.args], env=spec.env, cwd=cwd, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [spec.command, *spec.args],
+        env=spec.env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     RAW_PROCESSES.add(proc)
     watchdog = threading.Timer(timeout * (calls + 2), proc.kill)  # bounds every blocking read below
     watchdog.start()
     timing, times = Timing(), []
     try:
-        rpc(proc, 1, "initialize", {"protocolVersion": RAW_PROTOCOL_VERSION, "capabilities": {},
-                                    "clientInfo": {"name": "vs_upstream-raw", "version": "1"}})
+        rpc(
+            proc,
+            1,
+            "initialize",
+            {
+                "protocolVersion": RAW_PROTOCOL_VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "vs_upstream-raw", "version": "1"},
+            },
+        )
         send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         rpc(proc, 2, "tools/call", {"name": "open_nodes", "arguments": {"names": [person_name(0)]}})  # loads the graph
         for k in range(calls):
@@ -498,21 +543,28 @@ def ratio(up: float | None, ours: float | None) -> str:
 def comparison_table(n: int, file_mb: float, up: ServerResult, ours: ServerResult, ops: list[Operation]) -> str:
     labels = [op.label for op in ops]
     first_labels = {op.label for op in ops if op.report_first}
-    rows = [f"### {n:,} entities, {5 * n:,} observations, {n:,} relations ({file_mb:.1f} MB)", "",
-            "| tool | upstream ms | ours ms | ratio upstream/ours |", "|---|---:|---:|---:|",
-            f"| start-up (spawn → initialize) | {fmt_ms(up.startup_ms)} | {fmt_ms(ours.startup_ms)} "
-            f"| {ratio(up.startup_ms, ours.startup_ms)} |",
-            f"| first call (open_nodes) | {fmt_ms(up.first_call_ms)} | {fmt_ms(ours.first_call_ms)} "
-            f"| {ratio(up.first_call_ms, ours.first_call_ms)} |"]
+    rows = [
+        f"### {n:,} entities, {5 * n:,} observations, {n:,} relations ({file_mb:.1f} MB)",
+        "",
+        "| tool | upstream ms | ours ms | ratio upstream/ours |",
+        "|---|---:|---:|---:|",
+        f"| start-up (spawn → initialize) | {fmt_ms(up.startup_ms)} | {fmt_ms(ours.startup_ms)} "
+        f"| {ratio(up.startup_ms, ours.startup_ms)} |",
+        f"| first call (open_nodes) | {fmt_ms(up.first_call_ms)} | {fmt_ms(ours.first_call_ms)} "
+        f"| {ratio(up.first_call_ms, ours.first_call_ms)} |",
+    ]
     for label in labels:
         u, o = up.timings.get(label), ours.timings.get(label)
-        rows.append(f"| {label} | {cell(u)} | {cell(o)} "
-                    f"| {ratio(u.median_ms if u else None, o.median_ms if o else None)} |")
+        rows.append(
+            f"| {label} | {cell(u)} | {cell(o)} | {ratio(u.median_ms if u else None, o.median_ms if o else None)} |"
+        )
         if label in first_labels and o is not None:
             rows.append(f"| {label}, first call | – | {fmt_ms(o.first_ms)} | – |")
     u, o = up.raw_read_graph, ours.raw_read_graph
-    rows.append(f"| {raw_label(u or o)} | {cell(u)} | {cell(o)} "
-                f"| {ratio(u.median_ms if u else None, o.median_ms if o else None)} |")
+    rows.append(
+        f"| {raw_label(u or o)} | {cell(u)} | {cell(o)} "
+        f"| {ratio(u.median_ms if u else None, o.median_ms if o else None)} |"
+    )
     rows.append(f"| peak RSS (MiB) | {fmt_mb(up.peak_rss_mb)} | {fmt_mb(ours.peak_rss_mb)} | |")
     rows.append(search_note(ours))
     rows += [f"\n**{r.label} failed:** {r.error}" for r in (up, ours) if r.error]
@@ -520,10 +572,14 @@ def comparison_table(n: int, file_mb: float, up: ServerResult, ours: ServerResul
 
 
 def ours_table(n: int, file_mb: float, ours: ServerResult, ops: list[Operation]) -> str:
-    rows = [f"### ours alone: {n:,} entities, {5 * n:,} observations, {n:,} relations ({file_mb:.1f} MB)", "",
-            "| tool | ours ms | calls |", "|---|---:|---:|",
-            f"| start-up (spawn → initialize) | {fmt_ms(ours.startup_ms)} | 1 |",
-            f"| first call (open_nodes) | {fmt_ms(ours.first_call_ms)} | 1 |"]
+    rows = [
+        f"### ours alone: {n:,} entities, {5 * n:,} observations, {n:,} relations ({file_mb:.1f} MB)",
+        "",
+        "| tool | ours ms | calls |",
+        "|---|---:|---:|",
+        f"| start-up (spawn → initialize) | {fmt_ms(ours.startup_ms)} | 1 |",
+        f"| first call (open_nodes) | {fmt_ms(ours.first_call_ms)} | 1 |",
+    ]
     for op in ops:
         timing = ours.timings.get(op.label)
         rows.append(f"| {op.label} | {cell(timing)} | {timing.calls if timing else 0} |")
@@ -562,16 +618,19 @@ def machine_description(node_version: str | None) -> str:
     import mcp
 
     sdk = getattr(mcp, "__version__", None) or package_version("mcp")
-    return (f"Machine: {cpu}, nproc {usable} (of {os.cpu_count()}), {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()}, node {node_version or 'absent'}, MCP Python SDK {sdk}; "
-            f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return (
+        f"Machine: {cpu}, nproc {usable} (of {os.cpu_count()}), {platform.system()} {platform.release()}; "
+        f"Python {platform.python_version()}, node {node_version or 'absent'}, MCP Python SDK {sdk}; "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
 
 
 def ours_description() -> str:
     """Where our server is imported from, with its git revision (and whether the working tree has changes)."""
     try:
-        revision = subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"],
-                                  capture_output=True, text=True, timeout=30).stdout.strip()
+        revision = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True, timeout=30
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         revision = ""
     where = f"{REPO_ROOT} (git {revision or 'unknown'})"
@@ -641,8 +700,9 @@ async def ours_alone(n: int, args: argparse.Namespace, work: Path) -> None:
     master, file_mb = prepare_file(work, n)
     rg = read_graph_repeats(n, args.repeat)
     ours_file = copy_for(master, work, "ours")
-    ours = await run_server(ours_spec(ours_file), lambda mode: workload(n, args.repeat, rg, mode),
-                            work / f"ours-{n}.log", args.timeout)
+    ours = await run_server(
+        ours_spec(ours_file), lambda mode: workload(n, args.repeat, rg, mode), work / f"ours-{n}.log", args.timeout
+    )
     ours.raw_read_graph = await raw_timing(ours_spec(copy_for(master, work, "ours-raw")), rg, args)
     print(ours_table(n, file_mb, ours, workload(n, args.repeat, rg, ours.search_mode)) + "\n", flush=True)
 
@@ -680,9 +740,12 @@ def kill_raw_processes() -> None:
 async def benchmark(args: argparse.Namespace) -> None:
     entry = ensure_upstream(args.upstream_dir, args.timeout * 3) if args.sizes else None
     print(machine_description(node_version()) + "\n", flush=True)
-    print(f"Upstream: {UPSTREAM_PACKAGE}@{UPSTREAM_VERSION} ({entry}); ours: {ours_description()}. "
-          f"Medians of {args.repeat} sequential calls after 1 warm-up call (read_graph: no warm-up, "
-          f"fewer calls on large graphs); times are client round trips in ms.\n", flush=True)
+    print(
+        f"Upstream: {UPSTREAM_PACKAGE}@{UPSTREAM_VERSION} ({entry}); ours: {ours_description()}. "
+        f"Medians of {args.repeat} sequential calls after 1 warm-up call (read_graph: no warm-up, "
+        f"fewer calls on large graphs); times are client round trips in ms.\n",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="memory-bench-") as tmp:
         work = Path(tmp)
         for n in args.sizes:
@@ -702,19 +765,34 @@ def remove_size_files(work: Path, n: int) -> None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000,50000",
-                        type=lambda s: [int(x) for x in s.split(",") if x.strip()],
-                        help="comma-separated entity counts for the side-by-side runs ('' for none)")
+    parser.add_argument(
+        "--sizes",
+        default="1000,10000,50000",
+        type=lambda s: [int(x) for x in s.split(",") if x.strip()],
+        help="comma-separated entity counts for the side-by-side runs ('' for none)",
+    )
     parser.add_argument("--repeat", type=int, default=15, help="timed calls per tool (default: 15)")
-    parser.add_argument("--ours-only", type=int, nargs="?", const=100_000, default=None, metavar="N",
-                        help="also run our server alone on N entities (default N: 100000) and report its peak RSS")
-    parser.add_argument("--ours-only-100k", dest="ours_only", action="store_const", const=100_000,
-                        help="same as --ours-only 100000")
-    parser.add_argument("--upstream-dir", type=Path,
-                        default=Path(tempfile.gettempdir()) / f"mcp-server-memory-{UPSTREAM_VERSION}",
-                        help="npm prefix holding (or to receive) the upstream server")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds allowed for start-up and for each call (default: 120)")
+    parser.add_argument(
+        "--ours-only",
+        type=int,
+        nargs="?",
+        const=100_000,
+        default=None,
+        metavar="N",
+        help="also run our server alone on N entities (default N: 100000) and report its peak RSS",
+    )
+    parser.add_argument(
+        "--ours-only-100k", dest="ours_only", action="store_const", const=100_000, help="same as --ours-only 100000"
+    )
+    parser.add_argument(
+        "--upstream-dir",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / f"mcp-server-memory-{UPSTREAM_VERSION}",
+        help="npm prefix holding (or to receive) the upstream server",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds allowed for start-up and for each call (default: 120)"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")

@@ -32,12 +32,16 @@ def cli(*args: str) -> None:
     logging.basicConfig(
         level=options.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # watchfiles logs every change it sees; with stderr sent to a file in a watched folder that would feed itself.
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
     _single_threaded_blas()
     # Imported here so that --help and --version answer at once, and after the BLAS setting above.
+    import anyio
+
     from memory_server.contexts import ContextRegistry, Contexts
     from memory_server.embeddings import EmbedderSlot
     from memory_server.search import Searcher
-    from memory_server.server import build_server
+    from memory_server.server import build_server, serve_stdio
 
     registry = ContextRegistry(options.contexts_directory, _standard_memory_path(), options.lock_timeout)
     contexts = Contexts(
@@ -57,7 +61,7 @@ def cli(*args: str) -> None:
     server = build_server(
         contexts, Searcher(embeddings), context_admin=not options.no_context_admin, project_boost=options.project_boost
     )
-    server.run("stdio")
+    anyio.run(serve_stdio, server)
 
 
 def _single_threaded_blas() -> None:

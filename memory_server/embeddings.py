@@ -83,6 +83,8 @@ class Embedder:
             logger.warning("Could not save the vector cache %s: %s", self._cache_file, problem)
 
     def _encode_new(self, texts: list[str]) -> np.ndarray:
+        # The tokenizer takes only valid Unicode: a lone surrogate (which JSON allows) becomes "?".
+        texts = [t if t.isascii() else t.encode("utf-8", "replace").decode("utf-8") for t in texts]
         vectors = self._model.encode(texts, use_multiprocessing=False)  # type: ignore[attr-defined]
         vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)

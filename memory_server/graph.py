@@ -408,7 +408,7 @@ def _record(data: Any) -> Entity | Relation:
 
 
 def encode_entity(entity: Entity) -> str:
-    return _dumps(
+    return json_line(
         {
             "type": "entity",
             "name": entity.name,
@@ -420,7 +420,7 @@ def encode_entity(entity: Entity) -> str:
 
 
 def encode_relation(relation: Relation) -> str:
-    return _dumps(
+    return json_line(
         {
             "type": "relation",
             "from": relation.source,
@@ -434,7 +434,7 @@ def encode_relation(relation: Relation) -> str:
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _dumps(data: dict[str, Any]) -> str:
+def json_line(data: Any) -> str:
     # Like JavaScript's JSON.stringify: compact, non-ASCII as is, lone surrogates escaped (UTF-8 cannot hold them).
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     if not text.isascii():

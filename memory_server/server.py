@@ -40,6 +40,7 @@ from memory_server.models import (
 )
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.search import Mode, Searcher, Target
+from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore
 
 logger = logging.getLogger(__name__)
@@ -537,6 +538,13 @@ def build_server(
         "notifications/roots/list_changed", NotificationParams, on_roots_changed
     )
     return server
+
+
+async def serve_stdio(server: MCPServer) -> None:
+    """Serve `server` on stdin/stdout until the client closes them (our transport, see stdio.py)."""
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - what MCPServer.run_stdio_async does, with our transport
+    async with stdio_transport() as (read, write):
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
 def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:

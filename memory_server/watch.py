@@ -57,7 +57,7 @@ class FolderWatcher:
             try:
                 async for changes in watchfiles.awatch(
                     *folders,
-                    watch_filter=None,
+                    watch_filter=_memory_files,
                     recursive=False,
                     debounce=self._debounce_ms,
                     stop_event=self._restart,
@@ -71,3 +71,8 @@ class FolderWatcher:
             except Exception as problem:  # a watcher failure must never take the server down
                 logger.warning("Watching %s failed (%s); retrying in a second.", folders, problem)
                 await anyio.sleep(1.0)
+
+
+def _memory_files(_change: watchfiles.Change, path: str) -> bool:
+    """Only the files we read: memory files and the contexts registry (not our locks, temp files or logs)."""
+    return path.endswith((".jsonl", "contexts.json"))

@@ -27,5 +27,3 @@ def user_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, s
     for name in ("MEMORY_FILE_PATH", "MEMORY_CONTEXTS_DIR", "MEMORY_DEFAULT_CONTEXT", "MEMORY_PROJECT_DIR"):
         monkeypatch.delenv(name, raising=False)
     return folders
-
-

@@ -61,8 +61,16 @@ def test_help_fits_one_screen_and_names_every_variable():
     done = subprocess.run([sys.executable, "-m", "memory_server", "--help"], capture_output=True, text=True)
     assert done.returncode == 0
     assert len(done.stdout.splitlines()) <= 60
-    for variable in ("MEMORY_FILE_PATH", "MEMORY_CONTEXTS_DIR", "MEMORY_DEFAULT_CONTEXT", "MEMORY_PROJECT_DIR",
-                     "MEMORY_READ_ONLY", "MEMORY_NO_CONTEXT_ADMIN", "MEMORY_LOCK_TIMEOUT", "MEMORY_EMBEDDING_MODEL"):
+    for variable in (
+        "MEMORY_FILE_PATH",
+        "MEMORY_CONTEXTS_DIR",
+        "MEMORY_DEFAULT_CONTEXT",
+        "MEMORY_PROJECT_DIR",
+        "MEMORY_READ_ONLY",
+        "MEMORY_NO_CONTEXT_ADMIN",
+        "MEMORY_LOCK_TIMEOUT",
+        "MEMORY_EMBEDDING_MODEL",
+    ):
         assert variable in done.stdout
 
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import ClientSession
-
 from helpers import call, connect, entity, failure, jsonl, ok, relation, server_env, text_of
+from mcp import ClientSession
 
 pytestmark = pytest.mark.anyio
 

@@ -109,3 +109,9 @@ def test_the_slot_loads_in_the_background():
     slot.start()
     embedder, note = slot.get(wait=30)
     assert embedder is None and "off" in note
+
+
+def test_text_with_a_lone_surrogate_can_be_embedded():
+    embedder, _ = load_embedder(None, cache_dir=None)
+    vectors = embedder.encode(["broken \ud800 text", "fine text"])
+    assert vectors.shape == (2, embedder.dim) and not np.isnan(vectors).any()

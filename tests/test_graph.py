@@ -33,7 +33,9 @@ def test_encoding_matches_json_stringify():
         '{"type":"entity","name":"Zoë","entityType":"person",'
         '"observations":["tab\\there","quote \\" and \\\\","emoji 😀"]}'
     )
-    assert encode_relation(Relation("a", "b", "knows")) == '{"type":"relation","from":"a","to":"b","relationType":"knows"}'
+    assert (
+        encode_relation(Relation("a", "b", "knows")) == '{"type":"relation","from":"a","to":"b","relationType":"knows"}'
+    )
 
 
 def test_lone_surrogates_are_escaped_like_javascript():

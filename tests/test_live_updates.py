@@ -4,9 +4,8 @@ import json
 
 import anyio
 import pytest
-from mcp_types import ResourceUpdatedNotification
-
 from helpers import connect, entity, ok, server_env
+from mcp_types import ResourceUpdatedNotification
 
 pytestmark = pytest.mark.anyio
 

@@ -24,8 +24,12 @@ def bundled():
 
 def store_with(tmp_path, name: str, entities, relations=()) -> GraphStore:
     store = GraphStore(tmp_path / f"{name}.jsonl")
-    store.mutate(lambda g: (g.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities),
-                            g.create_relations(relations)))
+    store.mutate(
+        lambda g: (
+            g.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities),
+            g.create_relations(relations),
+        )
+    )
     return store
 
 

@@ -7,7 +7,6 @@ import sys
 
 import anyio
 import pytest
-
 from helpers import call, connect, entity, failure, jsonl, ok, relation, server_env, text_of
 
 pytestmark = pytest.mark.anyio
@@ -70,7 +69,9 @@ async def test_every_tool_end_to_end(env, memory):
         )
         assert [e["name"] for e in created["entities"]] == ["Ann", "Shop"]
         assert created["context"] == {"name": "default", "path": str(memory), "readOnly": False}
-        again = await ok(s, "create_entities", entities=[entity("Ann", "robot"), entity("Bo", "dog"), entity("Bo", "x")])
+        again = await ok(
+            s, "create_entities", entities=[entity("Ann", "robot"), entity("Bo", "dog"), entity("Bo", "x")]
+        )
         assert again["entities"] == [entity("Bo", "dog")]
 
         rels = await ok(s, "create_relations", relations=[relation("Ann", "Shop", "works on")] * 2)
@@ -79,11 +80,15 @@ async def test_every_tool_end_to_end(env, memory):
             s, "create_relations", relations=[relation("Ann", "Bo", "walks"), relation("Ann", "Ghost", "knows")]
         )
 
-        added = await ok(s, "add_observations", observations=[{"entityName": "Ann", "contents": ["likes hiking", "new"]}])
+        added = await ok(
+            s, "add_observations", observations=[{"entityName": "Ann", "contents": ["likes hiking", "new"]}]
+        )
         assert added["results"] == [{"entityName": "Ann", "addedObservations": ["new"]}]
         before = memory.read_bytes()
         assert "Entity with name Nobody not found" in await failure(
-            s, "add_observations", observations=[{"entityName": "Ann", "contents": ["x"]}, {"entityName": "Nobody", "contents": ["y"]}]
+            s,
+            "add_observations",
+            observations=[{"entityName": "Ann", "contents": ["x"]}, {"entityName": "Nobody", "contents": ["y"]}],
         )
         assert memory.read_bytes() == before
 
