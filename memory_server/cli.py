@@ -43,6 +43,8 @@ def cli(*args: str) -> None:
     from memory_server.search import Searcher
     from memory_server.server import build_server, serve_stdio
 
+    if options.memory_path is None:
+        _migrate_legacy_file(_standard_memory_path())
     registry = ContextRegistry(options.contexts_directory, _standard_memory_path(), options.lock_timeout)
     contexts = Contexts(
         registry,
@@ -151,20 +153,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _standard_memory_path() -> Path:
-    """memory.jsonl in the user data folder: the default context's file unless --memory-path says otherwise.
+    """memory.jsonl in the user data folder: the default context's file unless --memory-path says otherwise."""
+    return _data_home() / APP / "memory.jsonl"
 
-    Like the official server, a legacy memory.json there is renamed to memory.jsonl when that does not exist yet.
-    """
-    folder = _data_home() / APP
-    path = folder / "memory.jsonl"
-    legacy = folder / "memory.json"
+
+def _migrate_legacy_file(path: Path) -> None:
+    """Like the official server (when no path is given): rename a legacy memory.json beside `path` to it."""
+    legacy = path.with_name("memory.json")
     if legacy.is_file() and not path.exists():
         try:
             legacy.rename(path)
             logger.warning("Renamed the legacy memory file %s to %s (JSONL format, same content).", legacy, path)
         except OSError as problem:
             logger.warning("Could not rename the legacy memory file %s to %s: %s", legacy, path, problem)
-    return path
 
 
 def _absolute(path: Path) -> Path:

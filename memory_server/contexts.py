@@ -115,8 +115,8 @@ class ContextRegistry:
     """The contexts of `contexts.json`, re-read whenever the file changes, with locked atomic edits."""
 
     def __init__(self, directory: Path, default_path: Path, lock_timeout: float = 10.0) -> None:
-        self.directory = directory
-        self.file = directory / REGISTRY_FILE
+        self.directory = Path(os.path.abspath(directory.expanduser()))
+        self.file = self.directory / REGISTRY_FILE
         self.default_path = default_path
         self.lock_timeout = lock_timeout
         self._lock = filelock.FileLock(lock_path_for(self.file), thread_local=False)

@@ -279,24 +279,26 @@ class KnowledgeGraph:
             self.records.append(UnusableLine(line, str(problem)))
             self._unusable += 1
             return
-        if isinstance(record, Entity):
-            first = self.entities.get(record.name)
-            if first is not None:
-                # An older writer stored the name twice: merge, so nothing is lost and the name stays unique.
-                known = set(first.observations)
-                first.observations.extend(o for o in dict.fromkeys(record.observations) if o not in known)
-                first.text = None
-                self._dirty.update((first.slot, len(self.records)))  # both lines change at the next rewrite
-                self.records.append(None)
-                return
+        first = self.entities.get(record.name) if isinstance(record, Entity) else self.relations.get(record.key)
+        if first is None:
             self._index(record, len(self.records))
-        elif record.key in self.relations:
-            self._dirty.add(len(self.records))
+            self.records.append(record)
+        elif isinstance(record, Entity) and isinstance(first, Entity) and _mergeable(first, record):
+            # The official server stores a name twice when one batch names it twice. Same type, same fields:
+            # merging the observations loses nothing, and the name stays unique.
+            known = set(first.observations)
+            first.observations.extend(o for o in dict.fromkeys(record.observations) if o not in known)
+            first.text = None
+            self._dirty.update((first.slot, len(self.records)))  # both lines change at the next rewrite
             self.records.append(None)
-            return
-        else:
-            self._index(record, len(self.records))
-        self.records.append(record)
+        elif isinstance(record, Relation) and record.extra == first.extra:
+            self._dirty.add(len(self.records))  # an exact copy: dropped at the next rewrite
+            self.records.append(None)
+        else:  # a second version that differs: keep it, untouched, and say so
+            what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
+            reason = f"a second {what} differing from the one on line {first.slot + 1}; kept as it is, not loaded"
+            self.records.append(UnusableLine(line, reason))
+            self._unusable += 1
 
     def _index(self, record: Entity | Relation, slot: int) -> None:
         record.slot = slot
@@ -448,6 +450,10 @@ def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if record.text is None:
         record.text = encode_entity(record) if isinstance(record, Entity) else encode_relation(record)
     return record.text
+
+
+def _mergeable(first: Entity, second: Entity) -> bool:
+    return first.entity_type == second.entity_type and first.extra == second.extra
 
 
 def _line_bytes(record: Entity | Relation | UnusableLine) -> bytes:

@@ -82,7 +82,7 @@ def context_line(item: dict[str, Any]) -> str:
 def header(resolved: ResolvedContext | None, unresolved_name: str | None = None) -> str:
     if resolved is not None:
         return f"[memory: {resolved.name} → {resolved.path}]"
-    return f"[memory: {unresolved_name} → (no file: the project cannot be found now)]" if unresolved_name else ""
+    return f"[memory: {unresolved_name} → (no file)]" if unresolved_name else ""
 
 
 def text(resolved: ResolvedContext | None, warnings: list[str], body: str, unresolved_name: str | None = None) -> str:

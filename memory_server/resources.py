@@ -9,7 +9,6 @@ a memory changes, whether through our tools or through another process or an edi
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,11 +16,20 @@ from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.subscriptions import ResourceUpdated
-from mcp_types import EmptyResult, SubscribeRequestParams, UnsubscribeRequestParams
+from mcp_types import (
+    EmptyResult,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    Resource,
+    SubscribeRequestParams,
+    UnsubscribeRequestParams,
+)
 
 from memory_server.contexts import Contexts
 from memory_server.errors import MemoryServerError
+from memory_server.present import as_json
 from memory_server.search import Searcher
 from memory_server.store import GraphStore
 from memory_server.watch import FolderWatcher
@@ -48,7 +56,9 @@ class LiveUpdates:
 
     async def changed(self, store: GraphStore) -> None:
         """Tell subscribers that `store`'s graph changed."""
-        uris = await anyio.to_thread.run_sync(self._uris_of, store.path)
+        await self._publish(await anyio.to_thread.run_sync(self._uris_of, store.path))
+
+    async def _publish(self, uris: list[str]) -> None:
         for uri in uris:
             await self.bus.publish(ResourceUpdated(uri=uri))
             session = self._subscribed.get(uri)
@@ -65,6 +75,8 @@ class LiveUpdates:
         return EmptyResult()
 
     async def _files_changed(self, paths: set[Path]) -> None:
+        if self.contexts.registry.file in paths:
+            await self._publish([CONTEXTS_URI])
         for store in self.contexts.open_stores():
             if store.path in paths and await anyio.to_thread.run_sync(self._refresh, store):
                 await self.changed(store)
@@ -109,10 +121,11 @@ class LiveUpdates:
                 # Let the watcher thread see its stop event and the model finish loading, so no thread is
                 # still running while Python shuts down.
                 self.watcher.stop()
-                with anyio.move_on_after(3):
-                    await self.watcher.finished.wait()
+                with anyio.CancelScope(shield=True):  # the server may be ending by cancellation
+                    with anyio.move_on_after(3):
+                        await self.watcher.finished.wait()
+                    await anyio.to_thread.run_sync(self.searcher.embeddings.close)  # saves the vector cache
                 group.cancel_scope.cancel()
-                await anyio.to_thread.run_sync(self.searcher.embeddings.close)
 
 
 def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) -> None:
@@ -127,8 +140,8 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) 
                     "relations": [r.to_dict() for r in graph.relations.values()],
                 }
         except MemoryServerError as problem:
-            data = {"error": str(problem)}
-        return json.dumps(data, indent=2, ensure_ascii=False)
+            raise ResourceError(str(problem)) from None
+        return as_json(data)
 
     @server.resource(
         GRAPH_URI,
@@ -148,7 +161,7 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) 
         mime_type="application/json",
     )
     def all_contexts() -> str:
-        return json.dumps(describe_contexts(), indent=2, ensure_ascii=False)
+        return as_json(describe_contexts())
 
     @server.resource(
         CONTEXT_URI,
@@ -160,7 +173,23 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) 
     def context_graph(name: str) -> str:
         return graph_json(name)
 
-    # MCPServer has no public hook for resources/subscribe (which also advertises the capability).
+    async def list_resources(_ctx: Any, _params: Any) -> ListResourcesResult:
+        """The fixed resources and one per context, as the registry holds them now."""
+        per_context = [
+            Resource(
+                uri=CONTEXT_URI.format(name=config.name),
+                name=f"context-{config.name}",
+                title=f"Memory context '{config.name}'",
+                description=config.description or f"The knowledge graph of the '{config.name}' context",
+                mime_type="application/json",
+            )
+            for config in await anyio.to_thread.run_sync(contexts.registry.contexts)
+        ]
+        return ListResourcesResult(resources=[*await server.list_resources(), *per_context])
+
+    # MCPServer has no public hook for resources/subscribe (which also advertises the capability), nor for a
+    # resource list that changes with the registry.
     lowlevel = server._lowlevel_server  # noqa: SLF001
+    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, live.subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, live.unsubscribe)

@@ -26,7 +26,7 @@ Mode = Literal["hybrid", "semantic", "keyword"]
 IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
-NAME_MATCH_SCORE = 1.0
+NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 _K1, _B = 1.2, 0.4  # a milder length normalisation than the textbook 0.75 suits short observations
 
 _WORD = re.compile(r"\w+")
@@ -60,7 +60,8 @@ def _stem(word: str) -> str:
 class Hit:
     entity: Entity
     observation: str | None  # None when the entity's name or type matched
-    score: float
+    score: float  # in [0, 1], reported
+    rank: float = 0.0  # sorts hits: the score, plus 1 for a name containing the query, 2 for a name equal to it
 
 
 class LexicalIndex:
@@ -148,19 +149,27 @@ class GraphIndex:
                 scores *= SEMANTIC_WEIGHT
                 lexical *= 1 - SEMANTIC_WEIGHT
                 scores += lexical
-        named = self._name_matches(query)
-        scores[named] = NAME_MATCH_SCORE + scores[named]
-        order = _top(scores, limit)
+        relevance = scores.copy()
+        contains, equals = self._name_matches(query)
+        scores[contains] = 1.0  # a name match scores 1 and ranks above everything else
+        relevance[contains] = 1.0 + NAME_MATCH_RANK
+        relevance[equals] = 1.0 + 2 * NAME_MATCH_RANK
+        order = _top(relevance, limit)
         return [
-            Hit(self.entities[self.owner[d]], self.observations[d], min(float(scores[d]), NAME_MATCH_SCORE))
+            Hit(self.entities[self.owner[d]], self.observations[d], min(float(scores[d]), 1.0), float(relevance[d]))
             for d in order
-            if scores[d] > 0
+            if relevance[d] > 0
         ]
 
-    def _name_matches(self, query: str) -> np.ndarray:
-        """The name documents of the entities whose name contains the whole query, ignoring case."""
+    def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
+        """The name documents of the entities whose name contains the whole query, ignoring case, and of those
+        whose name is the query."""
         needle = query.strip().lower()
-        return self.name_doc[self.names.holders(needle)] if needle else self.name_doc[:0]
+        if not needle:
+            return self.name_doc[:0], self.name_doc[:0]
+        holders = self.names.holders(needle)
+        exact = [n for n in holders if self.entities[n].name.strip().lower() == needle]
+        return self.name_doc[holders], self.name_doc[exact]
 
 
 class _JoinedText:
@@ -276,12 +285,13 @@ class Searcher:
                 else:
                     found = self._index(GraphIndex, target.store, graph).rank(query, mode, embedder, limit)
                 for hit in found:
-                    score = hit.score + target.boost if mode != "keyword" else hit.score
-                    if min_score is None or score >= min_score:
+                    boost = target.boost if mode != "keyword" else 0.0
+                    boosted = Hit(hit.entity, hit.observation, min(hit.score + boost, 1.0), hit.rank + boost)
+                    if min_score is None or boosted.score >= min_score:
                         relations = tuple(graph.relations_touching([hit.entity.name]))
-                        hits.append(LabelledHit(Hit(hit.entity, hit.observation, score), target.label, relations))
+                        hits.append(LabelledHit(boosted, target.label, relations))
         if mode != "keyword":
-            hits.sort(key=lambda labelled: -labelled.hit.score)
+            hits.sort(key=lambda labelled: -labelled.hit.rank)
         if embedder is not None:
             embedder.save_soon()
         return Outcome(

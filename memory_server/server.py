@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 import anyio
@@ -22,7 +22,7 @@ from pydantic import Field
 
 from memory_server import __version__, present
 from memory_server.contexts import Contexts, ResolvedContext, new_context
-from memory_server.errors import MemoryServerError
+from memory_server.errors import MemoryServerError, ReadOnlyError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
     EntitiesResult,
@@ -66,6 +66,7 @@ CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHi
 DELETE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 
 Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
+T = TypeVar("T")
 
 
 class MemoryTools:
@@ -80,6 +81,7 @@ class MemoryTools:
         self.project_boost = project_boost
         self._roots_stale = True
         self._roots_lock = anyio.Lock()
+        self._turn = anyio.Lock()
 
     # ---- the nine tools of the official server --------------------------------------------------------------
 
@@ -205,7 +207,7 @@ class MemoryTools:
 
         if context == EVERY_CONTEXT:
             await self._sync_roots(ctx)
-            return await anyio.to_thread.run_sync(self._search_everywhere, query, mode, limit, minScore, projectDir)
+            return await self._in_order(self._search_everywhere, query, mode, limit, minScore, projectDir)
         return await self._call(ctx, context, projectDir, work)
 
     async def open_nodes(
@@ -221,11 +223,11 @@ class MemoryTools:
 
     async def list_contexts(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await anyio.to_thread.run_sync(self._list_contexts, projectDir, None)
+        return await self._in_order(self._list_contexts, projectDir, None)
 
     async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await anyio.to_thread.run_sync(self._active_report, projectDir, None)
+        return await self._in_order(self._active_report, projectDir, None)
 
     async def set_active_context(
         self,
@@ -242,6 +244,7 @@ class MemoryTools:
             try:
                 config = self.contexts.registry.get(name)
                 if persist:  # first: a registry that cannot be saved leaves the switch undone
+                    self._require_writable_registry()
                     self.contexts.registry.persist_active(config.name)
                 self.contexts.set_active(config.name)
             except MemoryServerError as problem:
@@ -249,7 +252,7 @@ class MemoryTools:
             saved = " and saved it in contexts.json" if persist else " for this session"
             return self._active_report(projectDir, f"Switched to context '{config.name}'{saved}.")
 
-        return await anyio.to_thread.run_sync(switch)
+        return await self._in_order(switch)
 
     async def add_context(
         self,
@@ -289,9 +292,15 @@ class MemoryTools:
 
     # ---- plumbing ---------------------------------------------------------------------------------------------
 
+    async def _in_order(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run `fn` in a worker thread, one call at a time in the order the calls came: a client that pipelines
+        a write and then a read gets the read after the write, as it would from the official server."""
+        async with self._turn:
+            return await anyio.to_thread.run_sync(fn, *args)
+
     async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
         await self._sync_roots(ctx)
-        result, store, changed = await anyio.to_thread.run_sync(self._run, name, project_dir, work)
+        result, store, changed = await self._in_order(self._run, name, project_dir, work)
         if store is not None:
             self.live.watch(store)
             if changed:
@@ -305,12 +314,13 @@ class MemoryTools:
 
         def run() -> CallToolResult:
             try:
+                self._require_writable_registry()
                 change()
             except MemoryServerError as problem:
                 return self._failed(problem)
             return self._list_contexts(project_dir, note=done)
 
-        return await anyio.to_thread.run_sync(run)
+        return await self._in_order(run)
 
     def _run(
         self, name: str | None, project_dir: str | None, work: Work
@@ -325,7 +335,8 @@ class MemoryTools:
             version = store.version
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            return _error(resolved, self._warnings(store), str(problem)), store, False
+            failed = _error(resolved, self._warnings(store), str(problem), name or self.contexts.active_name)
+            return failed, store, False
         warnings = self._warnings(store)
         structured["context"] = resolved.summary()
         if warnings:
@@ -382,17 +393,28 @@ class MemoryTools:
             if resolved.project is not None:
                 info["projectMarker"] = resolved.project.marker
                 where += f" (project {resolved.project.root}, found by its {resolved.project.marker})"
-        structured: dict[str, Any] = {"active": info}
-        if resolved is not None:
-            structured["context"] = resolved.summary()
+        structured: dict[str, Any] = {"active": info, "context": self._summary(resolved)}
         warnings = self._warnings(None)
         if warnings:
             structured["warnings"] = warnings
         body = f"{note + ' ' if note else ''}Active context '{config.name}': {where}."
-        return CallToolResult(
-            content=[TextContent(type="text", text=present.text(resolved, warnings, body))],
-            structured_content=structured,
-        )
+        text = present.text(resolved, warnings, body, config.name)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
+
+    def _require_writable_registry(self) -> None:
+        if self.contexts.read_only:
+            raise ReadOnlyError(f"{self.contexts.registry.file} (the server runs with --read-only)")
+
+    def _summary(self, resolved: ResolvedContext | None) -> dict[str, Any]:
+        """The `context` object of a result: the context used, or the active one with no path when it has none."""
+        if resolved is not None:
+            return resolved.summary()
+        name = self.contexts.active_name
+        return {
+            "name": name,
+            "path": None,
+            "readOnly": self.contexts.read_only or self.contexts.registry.get(name).read_only,
+        }
 
     def _warnings(self, store: GraphStore | None) -> list[str]:
         warnings = self.contexts.registry.problems()
@@ -405,8 +427,7 @@ class MemoryTools:
     def _list_contexts(self, project_dir: str | None, note: str | None = None) -> CallToolResult:
         structured = self.describe_contexts(project_dir)
         resolved = self._resolve_active(project_dir)
-        if resolved is not None:
-            structured["context"] = resolved.summary()
+        structured["context"] = self._summary(resolved)
         if note:
             structured["message"] = note
         warnings = self._warnings(None)

@@ -30,6 +30,7 @@ from memory_server.graph import json_line
 logger = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
+ANSWER_AFTER_CLOSE = 60.0  # seconds to finish answering once the client has closed stdin
 INVALID_REQUEST = -32600
 
 
@@ -42,25 +43,41 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
 
+    pending: set[Any] = set()  # ids of the client's requests not answered yet
+    answered = anyio.Event()
+
     async def write_line(data: dict[str, Any]) -> None:
         await stdout.write((json_line(data) + "\n").encode("utf-8"))
         await stdout.flush()
 
     async def read_messages() -> None:
+        nonlocal answered
         async with read_send:
             async for line in stdin:
                 if not line.strip():
                     continue
                 message, answer = parse_message(line)
+                if isinstance(message, types.JSONRPCRequest):
+                    pending.add(message.id)
                 if message is not None:
                     await read_send.send(SessionMessage(message))
                 elif answer is not None:
                     await write_line(answer)
+            # The client closed stdin: answer what it already asked before the session ends (a client piping
+            # requests and closing its end still gets every answer, and no write is left unacknowledged).
+            with anyio.move_on_after(ANSWER_AFTER_CLOSE):
+                while pending:
+                    await answered.wait()
+                    answered = anyio.Event()
 
     async def write_messages() -> None:
         async with write_receive:
             async for session_message in write_receive:
-                await write_line(session_message.message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+                message = session_message.message
+                await write_line(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+                if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
+                    pending.discard(message.id)
+                    answered.set()
 
     async with anyio.create_task_group() as group:
         group.start_soon(read_messages)

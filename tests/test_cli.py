@@ -50,10 +50,11 @@ def test_legacy_memory_json_is_renamed_once(user_folders, caplog):
     folder.mkdir(parents=True)
     (folder / "memory.json").write_text('{"type":"entity","name":"a","entityType":"t","observations":[]}\n')
     path = cli._standard_memory_path()
+    cli._migrate_legacy_file(path)
     assert path == folder / "memory.jsonl" and path.exists() and not (folder / "memory.json").exists()
     assert "Renamed the legacy memory file" in caplog.text
     (folder / "memory.json").write_text("newer legacy file")
-    cli._standard_memory_path()
+    cli._migrate_legacy_file(path)
     assert (folder / "memory.json").exists()  # memory.jsonl exists: nothing is overwritten
 
 

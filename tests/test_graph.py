@@ -91,6 +91,24 @@ def test_unknown_fields_survive_a_rewrite():
     assert relation_line == text.splitlines()[1]
 
 
+def test_duplicates_that_differ_are_kept_verbatim_and_reported():
+    text = (
+        '{"type":"entity","name":"a","entityType":"person","observations":["x"]}\n'
+        '{"type":"entity","name":"a","entityType":"robot","observations":["y"],"note":"keep me"}\n'
+        '{"type":"relation","from":"a","to":"a","relationType":"r"}\n'
+        '{"type":"relation","from":"a","to":"a","relationType":"r","since":1}\n'
+    )
+    graph = KnowledgeGraph.parse(text)
+    assert graph.entities["a"].entity_type == "person" and graph.entities["a"].observations == ["x"]
+    assert [(s.line_number, s.reason[:27]) for s in graph.skipped_lines()] == [
+        (2, "a second entity 'a' differi"),
+        (4, "a second relation differing"),
+    ]
+    graph.add_observations([("a", ["z"])])
+    lines = dump(graph).splitlines()
+    assert lines[1] == text.splitlines()[1] and lines[3] == text.splitlines()[3]
+
+
 def test_duplicate_entities_from_older_writers_are_merged_without_loss():
     text = (
         '{"type":"entity","name":"a","entityType":"t","observations":["x"]}\n'

@@ -39,13 +39,15 @@ async def test_resources_are_listed_and_readable(tmp_path):
     async with connect(env) as s:
         await ok(s, "create_entities", entities=[entity("Ann", "person", "likes tea")])
         uris = {str(r.uri) for r in (await s.list_resources()).resources}
-        assert {"memory://knowledge-graph", "memory://contexts"} <= uris
+        assert {"memory://knowledge-graph", "memory://contexts", "memory://contexts/default"} <= uris
         templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
         assert "memory://contexts/{name}" in templates
         assert (await graph_resource(s))["entities"] == [entity("Ann", "person", "likes tea")]
         assert (await graph_resource(s, "memory://contexts/default"))["entities"][0]["name"] == "Ann"
         listing = await graph_resource(s, "memory://contexts")
         assert listing["activeContext"] == "default" and listing["contexts"][0]["entities"] == 1
+        with pytest.raises(Exception, match="Unknown context 'nope'"):
+            await s.read_resource("memory://contexts/nope")
 
 
 async def test_a_subscriber_hears_about_our_own_writes(tmp_path):

@@ -140,3 +140,16 @@ def test_keyword_mode_is_exactly_the_official_search(items, query):
     expected, _ = graph.search_substring(query)
     assert [h.entity for h in KeywordIndex(graph).hits(query, None)] == expected
     assert [h.entity for h in KeywordIndex(graph).hits(query, 2)] == expected[:2]
+
+
+def test_an_exact_name_beats_a_longer_name_and_any_boost(tmp_path, bundled):
+    first = store_with(tmp_path, "first", [Entity("Annex", "place", ["a storage building"])])
+    second = store_with(tmp_path, "second", [Entity("Ann", "person", ["a nurse"])])
+    project = store_with(tmp_path, "project", [Entity("Notes", "note", ["Ann Ann Ann"])])
+    targets = [Target("first", first), Target("second", second), Target("project", project, boost=0.15)]
+    outcome = Searcher(bundled).search(targets, "ann", "hybrid", 10, None)
+    assert [(h.label, h.hit.entity.name, h.hit.observation) for h in outcome.hits[:2]] == [
+        ("second", "Ann", None),
+        ("first", "Annex", None),
+    ]
+    assert all(0 <= h.hit.score <= 1 for h in outcome.hits)
