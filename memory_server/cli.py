@@ -56,6 +56,8 @@ def cli(*args: str) -> None:
     )
     for problem in registry.problems():
         logger.warning(problem)
+    if options.default_context and options.default_context.lower() != contexts.active_name.lower():
+        logger.warning("No context is named %r; starting in %r.", options.default_context, contexts.active_name)
     logger.info(
         "Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name
     )

@@ -174,7 +174,11 @@ def _load_model(name: str) -> object:
     from model2vec import StaticModel  # imported here: it takes a moment, and only the loader thread needs it
 
     path = Path(name).expanduser()
-    return StaticModel.from_pretrained(path if path.exists() else name)
+    if path.exists() or path.is_absolute() or name.startswith((".", "~")):
+        if not path.is_dir():
+            raise FileNotFoundError(f"no model folder at {path}")
+        return StaticModel.from_pretrained(path)
+    return StaticModel.from_pretrained(name)  # a hub id such as minishlab/potion-base-8M
 
 
 def _fingerprint(model: object, name: str) -> str:

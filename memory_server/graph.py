@@ -397,7 +397,8 @@ def _record(data: Any) -> Entity | Relation:
         if not (isinstance(name, str) and isinstance(entity_type, str)):
             _require_str(data, "name", "entityType")
         if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
-            raise ValueError("entity field 'observations' is not a list of strings")
+            problem = "is missing" if "observations" not in data else "is not a list of strings"
+            raise ValueError(f"entity field 'observations' {problem}")
         extra = {k: v for k, v in data.items() if k not in ENTITY_KEYS} if len(data) > 4 else {}
         return Entity(name, entity_type, observations, extra)
     if kind == "relation":

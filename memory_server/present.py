@@ -137,3 +137,28 @@ def context_info(
         info["projectDir"] = str(resolved.project.root)
     info.update(counts(contexts.store(resolved)))
     return info
+
+
+def argument_problems(tool: str, errors: list[Any]) -> str:
+    """Say which arguments of a call were wrong and how, one line each, e.g. `entities[0].name: ...`."""
+    lines = [f"Invalid arguments for {tool}:"]
+    for error in errors[:_MAX_LISTED]:
+        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error["loc"]).lstrip(".")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "missing":
+            message = "missing; this argument is required"
+        elif "input" in error:
+            message += f" (got {_short(error['input'])})"
+        lines.append(f"- {where or 'arguments'}: {message}")
+    if len(errors) > _MAX_LISTED:
+        lines.append(f"- and {len(errors) - _MAX_LISTED} more")
+    lines.append(f"Fix these and call {tool} again; nothing was changed.")
+    return "\n".join(lines)
+
+
+_MAX_LISTED = 10
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."

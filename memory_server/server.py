@@ -15,10 +15,11 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from memory_server import __version__, present
 from memory_server.contexts import Contexts, ResolvedContext, new_context
@@ -183,7 +184,11 @@ class MemoryTools:
         ] = "hybrid",
         limit: Annotated[
             int | None,
-            Field(ge=1, description="Most matches to return (default 10; keyword mode: all unless given)"),
+            Field(
+                ge=1,
+                description="Most matches (observations or names) to return, best first; their entities come "
+                "with them (default 10; keyword mode: every matching entity unless given)",
+            ),
         ] = None,
         minScore: Annotated[
             float | None, Field(ge=0, description="Leave out matches scoring below this (scores run from 0 to 1)")
@@ -568,8 +573,21 @@ async def serve_stdio(server: MCPServer) -> None:
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
+class _Tool(Tool):
+    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report)."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result=convert_result)
+        except ToolError as problem:
+            if not isinstance(problem.__cause__, ValidationError):
+                raise
+            text = present.argument_problems(self.name, problem.__cause__.errors())
+            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
 def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:
-    tool = Tool.from_function(fn, title=title, description=description, annotations=annotations)
+    tool = _Tool.from_function(fn, title=title, description=description, annotations=annotations)
     # Inline the $defs so the schemas read like the official server's: items' properties in place.
     tool.parameters = inline_refs(tool.parameters)
     if tool.fn_metadata.output_schema is not None:

@@ -174,8 +174,8 @@ def file_bytes(memory: Path) -> bytes:
 def assert_names_the_problem(server: RawServer, tool: str, text: str) -> None:
     assert text.strip() and "Traceback" not in text, text
     fields = server.tools[tool]["inputSchema"].get("properties", {})
-    if "validation error" in text:  # pydantic names the argument at fault, e.g. "entities.0.name"
-        assert any(f"\n{field}" in text for field in fields), text
+    if text.startswith("Invalid arguments for"):  # one line per argument at fault, e.g. "- entities[0].name: ..."
+        assert any(f"\n- {field}" in text for field in fields), text
     elif "nested too deeply" in text:  # too deep for any JSON parser: our transport names the argument
         assert any(f"argument '{field}'" in text for field in fields), text
     else:

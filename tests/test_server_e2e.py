@@ -121,10 +121,10 @@ async def test_every_tool_end_to_end(env, memory):
 @pytest.mark.parametrize(
     ("tool", "arguments", "fragment"),
     [
-        ("create_entities", {"entities": [{"name": "", "entityType": "t", "observations": []}]}, "entities.0.name"),
-        ("create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": [1]}]}, "observations.0"),
+        ("create_entities", {"entities": [{"name": "", "entityType": "t", "observations": []}]}, "entities[0].name"),
+        ("create_entities", {"entities": [{"name": "a", "entityType": "t", "observations": [1]}]}, "observations[0]"),
         ("create_entities", {"entities": "Ann"}, "entities"),
-        ("create_relations", {"relations": [{"from": "a", "to": "  ", "relationType": "r"}]}, "relations.0.to"),
+        ("create_relations", {"relations": [{"from": "a", "to": "  ", "relationType": "r"}]}, "relations[0].to"),
         ("add_observations", {"observations": [{"entityName": "a"}]}, "contents"),
         ("search_nodes", {}, "query"),
     ],
