@@ -23,7 +23,7 @@ import numpy as np
 
 from memory_server.embeddings import load_embedder
 from memory_server.graph import Entity
-from memory_server.search import GraphIndex
+from memory_server.search import GraphIndex, KeywordIndex
 from memory_server.store import GraphStore
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
@@ -39,8 +39,9 @@ def shared_loader():
     return module.load_locomo
 
 
-def build_graph(conversation, setup: str, folder: Path) -> tuple[GraphIndex, dict[tuple[str, str | None], list[int]]]:
-    """Write the conversation as a memory file with our store; return its index and a map hit -> document numbers."""
+def build_graph(conversation, setup: str, folder: Path):
+    """Write the conversation as a memory file with our store; return its two indexes and a map from a hit
+    (entity name, observation) to the numbers of the documents it stands for."""
     store = GraphStore(folder / f"{conversation.sample_id}-{setup}.jsonl")
     documents: dict[tuple[str, str | None], list[int]] = {}
     entities: dict[str, Entity] = {}
@@ -56,18 +57,22 @@ def build_graph(conversation, setup: str, folder: Path) -> tuple[GraphIndex, dic
             documents.setdefault((speaker, said), []).append(number)
     store.mutate(lambda graph: graph.create_entities(entities.values()))
     with store.reading() as graph:
-        return GraphIndex(graph), documents
+        return GraphIndex(graph), KeywordIndex(graph), documents
 
 
 def evaluate(conversations, setup: str, mode: str, embedder, folder: Path) -> dict[str, float]:
     recall5, recall10, reciprocal, latency = [], [], [], []
     for conversation in conversations:
-        index, documents = build_graph(conversation, setup, folder)
+        index, keywords, documents = build_graph(conversation, setup, folder)
+
+        def rank(query: str, limit: int | None):
+            return keywords.hits(query, limit) if mode == "keyword" else index.rank(query, mode, embedder, limit)
+
         for question in conversation.questions:
             started = time.perf_counter()
-            index.rank(question.text, mode, embedder, 10)
+            rank(question.text, 10)
             latency.append(time.perf_counter() - started)
-            hits = index.rank(question.text, mode, embedder, None)
+            hits = rank(question.text, None)
             rank_of = np.full(len(conversation.docs), np.iinfo(np.int64).max)
             for position, hit in enumerate(hits):
                 for number in documents.get((hit.entity.name, hit.observation), []):

@@ -139,6 +139,8 @@ class GraphIndex:
     def rank(self, query: str, mode: Mode, embedder: Embedder | None, limit: int | None) -> list[Hit]:
         """Documents for `query`, best first (mode 'hybrid' or 'semantic'); entities whose name contains the
         whole query come first."""
+        if mode not in ("hybrid", "semantic"):
+            raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
         if embedder is None:
             scores = self.lexical.scores(query)
         else:
