@@ -19,11 +19,18 @@ from memory_server.errors import LockTimeoutError, MemoryFileError
 
 
 class Stamp(NamedTuple):
-    """Identifies one state of a file cheaply: an atomic replace changes the inode, an append the size and mtime."""
+    """Identifies one state of a file cheaply: an atomic replace changes the inode (and the change time, should a
+    file system hand the inode out again), an append the size and mtime."""
 
+    device: int
     inode: int
     size: int
     mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> Stamp:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def stamp_of(path: Path) -> Stamp | None:
@@ -33,7 +40,7 @@ def stamp_of(path: Path) -> Stamp | None:
         return None
     except OSError as problem:
         raise MemoryFileError(path, "read", problem) from problem
-    return Stamp(st.st_ino, st.st_size, st.st_mtime_ns)
+    return Stamp.of(st)
 
 
 def lock_path_for(path: Path) -> Path:

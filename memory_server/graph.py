@@ -10,6 +10,7 @@ to persist them (append lines, or rewrite the file) in `graph.edits`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from array import array
@@ -61,6 +62,7 @@ class UnusableLine:
 
     text: str
     reason: str | None
+    shadows: Entity | Relation | None = None  # the record this line is a differing second version of
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class KnowledgeGraph:
         self.entities: dict[str, Entity] = {}
         self.relations: dict[tuple[str, str, str], Relation] = {}
         self._relations_of: dict[str, dict[tuple[str, str, str], Relation]] = {}
+        self._shadowed: dict[tuple[Any, ...], list[int]] = {}  # second versions of a record, kept verbatim
         self._unusable = 0
         self.edits = Edits()
         # Where each record is in the file on disk: its size in bytes with its newline (0: not in the file).
@@ -115,9 +118,9 @@ class KnowledgeGraph:
         graph._sizes = array("q", [len(line) + 1 for line in raw])
         if raw and not graph._ends_with_newline:
             graph._sizes[-1] -= 1
-        lines = [line.decode("utf-8", "surrogateescape") for line in raw]
-        for line, parsed in zip(lines, _parse_all(lines)):
-            graph._load_line(line, parsed)
+        for line in raw:
+            text = line.decode("utf-8", "surrogateescape")
+            graph._load_line(text, _parse_or_problem(text) if text.strip() else None)
         graph._on_disk = len(graph.records)
         return graph
 
@@ -125,11 +128,14 @@ class KnowledgeGraph:
         """Unusable lines with their 1-based numbers in the file on disk."""
         if not self._unusable:
             return []
-        skipped, number = [], 0
+        numbers = list(itertools.accumulate(int(size > 0) for size in self._sizes[: self._on_disk]))
+        skipped = []
         for slot, record in enumerate(self.records[: self._on_disk]):
-            number += self._sizes[slot] > 0
             if isinstance(record, UnusableLine) and record.reason:
-                skipped.append(SkippedLine(number, record.reason))
+                reason = record.reason
+                if record.shadows is not None:
+                    reason += f" (the one loaded is on line {numbers[record.shadows.slot]})"
+                skipped.append(SkippedLine(numbers[slot], reason))
         return skipped
 
     def lines(self) -> Iterator[str]:
@@ -296,8 +302,9 @@ class KnowledgeGraph:
             self.records.append(None)
         else:  # a second version that differs: keep it, untouched, and say so
             what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
-            reason = f"a second {what} differing from the one on line {first.slot + 1}; kept as it is, not loaded"
-            self.records.append(UnusableLine(line, reason))
+            reason = f"a second, different {what}; kept as it is, not loaded"
+            self._shadowed.setdefault(_identity(record), []).append(len(self.records))
+            self.records.append(UnusableLine(line, reason, first))
             self._unusable += 1
 
     def _index(self, record: Entity | Relation, slot: int) -> None:
@@ -324,6 +331,11 @@ class KnowledgeGraph:
             self.edits.rewrite = True
 
     def _remove_record(self, record: Entity | Relation) -> None:
+        # Its differing second versions go too: left in the file, the next reader would load one of them.
+        for slot in self._shadowed.pop(_identity(record), []):
+            self.records[slot] = None
+            self._dirty.add(slot)
+            self._unusable -= 1
         self.records[record.slot] = None
         if record.slot < self._on_disk:
             self._dirty.add(record.slot)
@@ -346,27 +358,6 @@ def decode_line(line: str) -> Entity | Relation:
     return _record(_parse_json(line))
 
 
-def _parse_all(lines: list[str]) -> Iterator[Any]:
-    """The parsed JSON of each line (or the ValueError saying why it is unusable; None for a blank line).
-
-    Most files are all well-formed, and one JSON array of every line parses several times faster than line by
-    line; any doubt (a count that does not match, odd characters) falls back to parsing each line alone."""
-    filled = [line for line in lines if line.strip()]
-    text = "[" + ",".join(filled) + "]"
-    parsed = None
-    if "\ufeff" not in text and (text.isascii() or not _LONE_SURROGATE.search(text)):
-        try:
-            parsed = _DECODER.decode(text)
-        except (ValueError, RecursionError):
-            parsed = None
-    if parsed is None or len(parsed) != len(filled):
-        yield from (_parse_or_problem(line) if line.strip() else None for line in lines)
-        return
-    values = iter(parsed)
-    for line in lines:
-        yield next(values) if line.strip() else None
-
-
 def _parse_or_problem(line: str) -> Any:
     try:
         return _parse_json(line)
@@ -379,6 +370,15 @@ def _parse_json(line: str) -> Any:
         raise ValueError("starts with a byte-order mark")
     if not line.isascii() and _LONE_SURROGATE.search(line):
         raise ValueError("not valid UTF-8")  # the file's bytes, decoded with surrogateescape
+    body = line.strip(" \t\r\n")
+    try:
+        value, end = _DECODER.scan_once(body, 0)  # the C scanner, without decode()'s regex passes
+        if end == len(body):
+            return value
+    except (StopIteration, ValueError):
+        pass  # decode() below says what is wrong
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     try:
         return _DECODER.decode(line)
     except json.JSONDecodeError as problem:
@@ -451,6 +451,10 @@ def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if record.text is None:
         record.text = encode_entity(record) if isinstance(record, Entity) else encode_relation(record)
     return record.text
+
+
+def _identity(record: Entity | Relation) -> tuple[Any, ...]:
+    return ("entity", record.name) if isinstance(record, Entity) else ("relation", *record.key)
 
 
 def _mergeable(first: Entity, second: Entity) -> bool:

@@ -17,12 +17,14 @@ import json
 import logging
 import os
 import re
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.shared.message import SessionMessage
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from memory_server.graph import json_line
@@ -43,8 +45,22 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
 
-    pending: set[Any] = set()  # ids of the client's requests not answered yet
+    pending: Counter[Any] = Counter()  # the client's requests not answered yet, by id
     answered = anyio.Event()
+
+    def settled(request_id: Any) -> None:
+        key = coerce_request_id(request_id)  # the SDK treats "7" and 7 as one id
+        if pending[key] > 0:
+            pending[key] -= 1
+        if pending[key] <= 0:
+            del pending[key]
+        answered.set()
+
+    def unanswered(request_id: Any) -> Callable[[], Awaitable[None]]:
+        async def hook() -> None:  # a request that ends with no answer (cancelled) is settled too
+            settled(request_id)
+
+        return hook
 
     async def write_line(data: dict[str, Any]) -> None:
         await stdout.write((json_line(data) + "\n").encode("utf-8"))
@@ -58,8 +74,10 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
                     continue
                 message, answer = parse_message(line)
                 if isinstance(message, types.JSONRPCRequest):
-                    pending.add(message.id)
-                if message is not None:
+                    pending[coerce_request_id(message.id)] += 1
+                    metadata = ServerMessageMetadata(on_request_unanswered=unanswered(message.id))
+                    await read_send.send(SessionMessage(message, metadata=metadata))
+                elif message is not None:
                     await read_send.send(SessionMessage(message))
                 elif answer is not None:
                     await write_line(answer)
@@ -76,8 +94,7 @@ async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
                 message = session_message.message
                 await write_line(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
                 if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)):
-                    pending.discard(message.id)
-                    answered.set()
+                    settled(message.id)
 
     async with anyio.create_task_group() as group:
         group.start_soon(read_messages)

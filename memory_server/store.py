@@ -117,7 +117,7 @@ class GraphStore:
             try:
                 with open(self.path, "rb") as file:
                     data = file.read()
-                    stamp = Stamp(*_stat_fields(os.fstat(file.fileno())))
+                    stamp = Stamp.of(os.fstat(file.fileno()))
             except OSError as problem:
                 raise MemoryFileError(self.path, "read", problem) from problem
         self._graph = KnowledgeGraph.parse(data)
@@ -146,7 +146,7 @@ class GraphStore:
             return
         source = os.open(self.path, os.O_RDONLY)
         try:
-            if Stamp(*_stat_fields(os.fstat(source))) != self._stamp:
+            if Stamp.of(os.fstat(source)) != self._stamp:
                 raise OSError(errno.EAGAIN, "the file was changed by a program that does not lock it; try again")
             for step in plan:
                 if isinstance(step, bytes):
@@ -188,7 +188,3 @@ def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
         f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
         "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph."
     )
-
-
-def _stat_fields(st: os.stat_result) -> tuple[int, int, int]:
-    return st.st_ino, st.st_size, st.st_mtime_ns
