@@ -86,7 +86,7 @@ def test_cross_context_hits_are_labelled_and_the_project_is_boosted(tmp_path, bu
     assert {h.label for h in plain.hits} == {"work", "project"}
     project_score = {h.label: h.hit.score for h in plain.hits if h.hit.observation}["project"]
     assert {h.label: h.hit.score for h in boosted.hits if h.hit.observation}["project"] == pytest.approx(
-        project_score + 0.15
+        project_score + 0.15, abs=1e-3  # vectors seen before come back from the float16 memo
     )
     assert boosted.hits[0].label == "project"
 
