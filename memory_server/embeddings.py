@@ -44,15 +44,13 @@ class Embedder:
         keys = [_key(text) for text in texts]
         with self._lock:
             missing = {k: t for k, t in zip(keys, texts) if k not in self._memo}
-            fresh: dict[bytes, np.ndarray] = {}
             if missing:
-                fresh = dict(zip(missing.keys(), self._encode_new(list(missing.values()))))
-                # Remembered in float16: half the memory, and cosines move by less than 1e-3.
-                self._memo.update((k, v.astype(np.float16)) for k, v in fresh.items())
+                vectors = self._encode_new(list(missing.values()))
+                self._memo.update(zip(missing.keys(), vectors))
                 self._unsaved += len(missing)
             if not keys:
                 return np.zeros((0, self.dim), dtype=np.float32)
-            return np.stack([fresh[k] if k in fresh else self._memo[k] for k in keys]).astype(np.float32, copy=False)
+            return np.stack([self._memo[k] for k in keys]).astype(np.float32, copy=False)
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._encode_new([text])[0]
@@ -75,7 +73,7 @@ class Embedder:
             if self._cache_file is None or not self._unsaved:
                 return
             keys = np.frombuffer(b"".join(self._memo.keys()), dtype="S16")
-            vectors = np.stack(list(self._memo.values()))
+            vectors = np.stack(list(self._memo.values())).astype(np.float16)  # half the disk; cosines move < 1e-3
             self._unsaved = 0
         buffer = io.BytesIO()
         np.savez(buffer, keys=keys, vectors=vectors)
@@ -106,7 +104,7 @@ class Embedder:
             )
             self._unsaved = 1
             return
-        vectors = vectors.astype(np.float16)
+        vectors = vectors.astype(np.float32)
         self._memo.update(zip((bytes(k).ljust(16, b"\0") for k in keys), vectors))
 
 

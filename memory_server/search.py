@@ -26,6 +26,7 @@ Mode = Literal["hybrid", "semantic", "keyword"]
 IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
+RELATIVE_FLOOR = 0.5  # a match scoring under this share of the best one is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 _K1, _B = 1.2, 0.4  # a milder length normalisation than the textbook 0.75 suits short observations
 
@@ -152,6 +153,10 @@ class GraphIndex:
                 lexical *= 1 - SEMANTIC_WEIGHT
                 scores += lexical
         relevance = scores.copy()
+        if len(scores):
+            # Leave out the tail that scores under half the best match: with a strong match in hand, those are
+            # noise (a static model gives unrelated sentences cosines around 0.4).
+            relevance[scores < RELATIVE_FLOOR * scores.max()] = 0.0
         contains, equals = self._name_matches(query)
         scores[contains] = 1.0  # a name match scores 1 and ranks above everything else
         relevance[contains] = 1.0 + NAME_MATCH_RANK

@@ -86,7 +86,7 @@ def test_cross_context_hits_are_labelled_and_the_project_is_boosted(tmp_path, bu
     assert {h.label for h in plain.hits} == {"work", "project"}
     project_score = {h.label: h.hit.score for h in plain.hits if h.hit.observation}["project"]
     assert {h.label: h.hit.score for h in boosted.hits if h.hit.observation}["project"] == pytest.approx(
-        project_score + 0.15, abs=1e-3  # vectors seen before come back from the float16 memo
+        project_score + 0.15
     )
     assert boosted.hits[0].label == "project"
 
@@ -153,3 +153,9 @@ def test_an_exact_name_beats_a_longer_name_and_any_boost(tmp_path, bundled):
         ("first", "Annex", None),
     ]
     assert all(0 <= h.hit.score <= 1 for h in outcome.hits)
+
+
+def test_a_strong_match_leaves_out_the_unrelated_tail(tmp_path, bundled):
+    store = store_with(tmp_path, "people", PEOPLE)
+    outcome = Searcher(bundled).search([Target("m", store)], "chess", "hybrid", 10, None)
+    assert [(h.hit.entity.name, h.hit.observation) for h in outcome.hits] == [("Bob", "plays chess every evening")]
