@@ -158,18 +158,6 @@ class KnowledgeGraph:
         entities = sorted({n: self.entities[n] for n in names if n in self.entities}.values(), key=_slot)
         return entities, self.relations_touching(e.name for e in entities)
 
-    def search_substring(self, query: str) -> tuple[list[Entity], list[Relation]]:
-        """The official server's search: the query, case-insensitively, inside a name, a type or an observation."""
-        needle = query.lower()
-        entities = [
-            e
-            for e in self.entities.values()
-            if needle in e.name.lower()
-            or needle in e.entity_type.lower()
-            or any(needle in o.lower() for o in e.observations)
-        ]
-        return entities, self.relations_touching(e.name for e in entities)
-
     # ---- mutations -----------------------------------------------------------------------------------------
 
     def create_entities(self, entities: Iterable[Entity]) -> list[Entity]:

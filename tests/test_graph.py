@@ -171,15 +171,6 @@ def test_nothing_to_change_means_nothing_to_write():
     assert not graph.edits
 
 
-def test_search_is_case_insensitive_substring_with_touching_relations():
-    graph = KnowledgeGraph.parse(UPSTREAM_FILE + '\n{"type":"entity","name":"Bo","entityType":"dog","observations":[]}')
-    entities, relations = graph.search_substring("HIKING")
-    assert [e.name for e in entities] == ["Ann"]
-    assert [r.key for r in relations] == [("Ann", "Shop", "works on")]
-    assert [e.name for e in graph.search_substring("PROJ")[0]] == ["Shop"]
-    assert graph.search_substring("cat") == ([], [])
-
-
 def test_open_nodes_returns_each_entity_once_in_file_order():
     graph = KnowledgeGraph.parse(UPSTREAM_FILE)
     entities, relations = graph.open_nodes(["Shop", "Ann", "Shop", "Ghost"])
