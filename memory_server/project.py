@@ -67,20 +67,22 @@ class ProjectNotFoundError(MemoryServerError, LookupError):
         self.tried = list(tried)
         self.markers = list(markers)
 
-    @property
-    def reason(self) -> str:
-        """Where the search started and why it found nothing, in one clause."""
-        where = f"starting from {self.start} ({self.origin})"
+    def reason(self, brief: bool = False) -> str:
+        """Where the search started and why it found nothing, in one clause; `brief` names only the first and
+        the last folder tried."""
         if not self.tried:
             return f"{self.start} ({self.origin}) is {_never_a_project(self.start.expanduser().resolve())}"
-        tried = ", ".join(map(str, self.tried))
         above = self.tried[-1].parent
         stopped = f"; the search stops at {above}, {_never_a_project(above)}" if _ends_walk(above, _home()) else ""
-        return f"{where}, none of these folders has a project marker: {tried}{stopped}"
+        if brief:
+            span = f"{self.tried[0]}" + (f" up to {self.tried[-1]}" if len(self.tried) > 1 else "")
+            return f"no project marker in {span} ({self.origin}){stopped}"
+        tried = ", ".join(map(str, self.tried))
+        return f"starting from {self.start} ({self.origin}), no folder has a project marker: {tried}{stopped}"
 
     def __str__(self) -> str:
         return (
-            f"No project found for context '{self.context}': {self.reason}. "
+            f"No project found for context '{self.context}': {self.reason()}. "
             f"Markers looked for: {', '.join(self.markers)}. "
             "Open a project folder in your client, set MEMORY_PROJECT_DIR, pass projectDir to this call, "
             "or switch to another context with set_active_context."

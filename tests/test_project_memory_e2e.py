@@ -80,7 +80,7 @@ async def test_a_persisted_project_context_never_breaks_a_client_without_a_works
             elif (tool, arguments) in GRAPH_CALLS:  # a graph tool on the active context
                 context = result.structured_content["context"]
                 warnings = " ".join(result.structured_content.get("warnings", []))
-                said = "'project' found no project" in first_line(result) and context.get("insteadOf") == "project"
+                said = "instead of 'project'" in first_line(result) and context.get("insteadOf") == "project"
                 if not (said and "'project'" in warnings and "MEMORY_PROJECT_DIR" in warnings):
                     silent[tool] = text_of(result)
         named = await failure(s, "create_entities", context="project", entities=[entity("Lost")])
@@ -149,7 +149,7 @@ async def test_results_from_a_project_file_say_so_in_the_context_and_the_header(
     async with world.server(roots=[shop]) as s:
         results = [await call(s, tool, **arguments) for tool, arguments in GRAPH_CALLS]
         own = await ok(s, "read_graph", context="work")
-        everywhere = await ok(s, "search_nodes", query="tea", context="*")
+        everywhere = await call(s, "search_nodes", query="tea", context="*")
         active = await call(s, "get_active_context")
     for result in [*results, active]:
         assert not result.is_error, text_of(result)
@@ -157,8 +157,9 @@ async def test_results_from_a_project_file_say_so_in_the_context_and_the_header(
         assert first_line(result).startswith(f"[memory: project → {shop / MEMORY}]")
         assert "project file" in first_line(result) and TRUST in first_line(result)
     assert "source" not in own["context"]
-    searched = {c["name"]: c for c in everywhere["searched"]}
+    searched = {c["name"]: c for c in everywhere.structured_content["searched"]}
     assert searched["project"]["source"] == "project file" and "source" not in searched["work"]
+    assert "project: project file" in first_line(everywhere) and TRUST in first_line(everywhere)
 
 
 # 7. A relative projectDir is taken from the client's workspace root ----------------------------------------------
