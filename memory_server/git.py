@@ -39,16 +39,16 @@ def find_checkout(folder: Path, stop: Path | None = None) -> GitCheckout | None:
     `stop` (excluded) ends the walk early. A `.git` that is neither a folder nor a `gitdir:` file pointing at one
     ends the walk with None, as it would confuse git too.
     """
-    current = Path(os.path.abspath(folder))
-    while True:
-        if stop is not None and current == stop:
-            return None
-        marker = current / ".git"
+    current, end = os.path.abspath(folder), str(stop) if stop is not None else None
+    while current != end:  # plain strings: this runs at every lock, pathlib would cost more than the stats
+        marker = os.path.join(current, ".git")
         if os.path.lexists(marker):
-            return _checkout_at(current, marker)
-        if current.parent == current:
+            return _checkout_at(Path(current), Path(marker))
+        parent = os.path.dirname(current)
+        if parent == current:
             return None
-        current = current.parent
+        current = parent
+    return None
 
 
 def _checkout_at(top: Path, marker: Path) -> GitCheckout | None:
