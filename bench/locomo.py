@@ -26,7 +26,11 @@ from memory_server.graph import Entity
 from memory_server.search import GraphIndex, KeywordIndex
 from memory_server.store import GraphStore
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
+# The shared folder sits beside the checkout (main) or a few levels up (a worktree).
+SHARED = next(
+    (p / "shared" / "bench" / "locomo" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
+    Path("shared/bench/locomo"),
+)
 MODES = ("keyword", "semantic", "hybrid")
 
 
