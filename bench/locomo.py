@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from memory_server.embeddings import load_embedder
+from personal_memory import override
 from memory_server.graph import Entity
 from memory_server.search import GraphIndex, KeywordIndex
 from memory_server.store import GraphStore
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=SHARED / "locomo_dev.json")
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
+    override(options.set)
     embedder, note = load_embedder(options.model, cache_dir=None)
     print(f"model: {embedder.name if embedder else None}{f' ({note})' if note else ''}")
     load = shared_loader()

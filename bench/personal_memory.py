@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory_server import search
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.search import Searcher, Target
@@ -90,13 +91,13 @@ def write_store(folder: Path, name: str, entities: list[Entity], relations: list
     return store
 
 
-def setups(folder: Path, memories) -> dict[str, list[Target]]:
+def setups(folder: Path, memories, boost: float) -> dict[str, list[Target]]:
     every_entity = [e for entities, _ in memories.values() for e in entities]
     every_relation = [r for _, relations in memories.values() for r in relations]
     return {
         "one context": [Target("memory", write_store(folder, "memory", every_entity, every_relation))],
         "three contexts": [
-            Target(name, write_store(folder, name, *memories[name]), PROJECT_BOOST if name == CONTEXTS[-1] else 0.0)
+            Target(name, write_store(folder, name, *memories[name]), boost if name == CONTEXTS[-1] else 0.0)
             for name in CONTEXTS
         ],
     }
@@ -132,13 +133,26 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
     }
 
 
+def override(settings: list[str]) -> None:
+    """Set constants of memory_server.search (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not hasattr(search, name):
+            raise SystemExit(f"memory_server.search has no constant {name}")
+        setattr(search, name, type(getattr(search, name))(value))
+        print(f"set {name} = {getattr(search, name)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
+    parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
+    override(options.set)
     memories = {name: read_memory(DATA / f"{name}.txt") for name in CONTEXTS}
     questions = [q for q in read_questions(memories) if options.split in ("all", q.split)]
     slot = EmbedderSlot(options.model)
@@ -147,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
-        for setup, targets in setups(Path(folder), memories).items():
+        for setup, targets in setups(Path(folder), memories, options.boost).items():
             if options.misses:
                 print(f"{setup}:")
             m = evaluate(searcher, targets, questions, options.mode, options.misses)
