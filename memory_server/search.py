@@ -19,6 +19,7 @@ How a query is ranked (each step measured on bench/personal_memory.py and bench/
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ import numpy as np
 
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import LexicalIndex, is_first_person, tokenize
+from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, tokenize, words
 from memory_server.store import GraphStore
 
 Mode = Literal["hybrid", "semantic", "keyword"]
@@ -38,8 +39,11 @@ IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
 USER_PRIOR = 0.1  # share added to the scores of the user's own observations for a first-person question
 NEAR_USER_PRIOR = 0.05  # share added to those of the entities related to the user, or naming them
-ABSOLUTE_FLOOR = 0.0  # a match whose relevance is under this is left out
-RELATIVE_FLOOR = 0.5  # a match whose relevance is under this share of the best one (in any context) is left out
+SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _stands_out)
+SEMANTIC_ALONE_SD = 1.5  # and at least this many standard deviations above the query's mean cosine
+SEMANTIC_MARGIN = 1.0  # taken from sqrt(2 ln n), the z-score the best of n unrelated documents reaches
+CALIBRATE = 1  # documents a memory needs for that second test
+RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
 USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
@@ -100,8 +104,13 @@ class GraphIndex:
         if mode not in ("hybrid", "semantic"):
             raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
         first_person = is_first_person(query) and self.user is not None
-        relevance, lexical = self.relevance(query, mode, embedder)
+        relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
+        if CALIBRATE and len(relevance) > 1:
+            # the cut-off compares how far each score stands above this query's usual score in this memory
+            standing = np.maximum((relevance - usual) / (spread or 1.0), 0.0) * (relevance > 0)
+        else:
+            standing = relevance
         if first_person:
             own, near = self.near_user()
             order[own] *= 1 + USER_PRIOR
@@ -120,24 +129,31 @@ class GraphIndex:
                 self.observations[d],
                 min(float(order[d]), 1.0),
                 float(order[d]),
-                float(relevance[d]),
+                float(standing[d]) if d not in set(contains) else NAME_MATCH_RANK,
             )
             for d in _top(order, limit)
             if order[d] > 0
         ]
 
-    def relevance(self, query: str, mode: Mode, embedder: Embedder | None) -> tuple[np.ndarray, np.ndarray]:
-        """How well each document answers `query`, in [0, 1], and its BM25 share."""
+    def relevance(
+        self, query: str, mode: Mode, embedder: Embedder | None
+    ) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """How well each document answers `query`, in [0, 1] (0 for a document with no evidence: none of the query's
+        terms, and a cosine that a static model also gives unrelated text), and its BM25 share."""
         lexical = self.lexical.scores(query)
         if embedder is None:
-            scores = lexical.copy()
-        else:
-            scores = self.embed(embedder) @ embedder.encode_query(query)
-            np.clip(scores, 0.0, 1.0, out=scores)
-            if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
-                scores *= SEMANTIC_WEIGHT
-                scores += (1 - SEMANTIC_WEIGHT) * lexical
-        return scores, lexical
+            return lexical.copy(), lexical, float(lexical.mean()) if len(lexical) else 0.0, float(lexical.std())
+        scores = self.embed(embedder) @ embedder.encode_query(query)
+        np.clip(scores, 0.0, 1.0, out=scores)
+        unsupported = lexical == 0
+        if any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+            unsupported &= ~_stands_out(scores)
+        if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
+            scores *= SEMANTIC_WEIGHT
+            scores += (1 - SEMANTIC_WEIGHT) * lexical
+        usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
+        scores[unsupported] = 0.0
+        return scores, lexical, usual, spread
 
     @property
     def user(self) -> int | None:
@@ -212,11 +228,22 @@ def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> i
     return number if best >= USER_LEAD * max(runner_up, 3) else None
 
 
+def _stands_out(cosines: np.ndarray) -> np.ndarray:
+    """Which documents the cosine alone makes relevant. A static model gives unrelated text high cosines (0.6 to
+    0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the other
+    documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less a
+    margin (1.5 at least)."""
+    if len(cosines) < 2:
+        return cosines >= SEMANTIC_ALONE
+    bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(len(cosines))) - SEMANTIC_MARGIN)
+    return (cosines >= SEMANTIC_ALONE) & (cosines >= cosines.mean() + bar * cosines.std())
+
+
 def relevant(hits: Sequence[Hit]) -> list[Hit]:
     """The hits that pass the cut-off, in their order: one cut-off for all of them, whatever memory they come from."""
     best = max((h.relevance for h in hits if h.rank < NAME_MATCH_RANK), default=0.0)
-    floor = max(ABSOLUTE_FLOOR, RELATIVE_FLOOR * best)
-    return [h for h in hits if h.rank >= NAME_MATCH_RANK or h.relevance >= floor]
+    floor = RELATIVE_FLOOR * best
+    return [h for h in hits if h.rank >= NAME_MATCH_RANK or (h.relevance > 0 and h.relevance >= floor)]
 
 
 class _JoinedText:
