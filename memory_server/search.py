@@ -42,7 +42,6 @@ NEAR_USER_PRIOR = 0.05  # share added to those of the entities related to the us
 SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _stands_out)
 SEMANTIC_ALONE_SD = 1.5  # and at least this many standard deviations above the query's mean cosine
 SEMANTIC_MARGIN = 1.0  # taken from sqrt(2 ln n), the z-score the best of n unrelated documents reaches
-CALIBRATE = 1  # documents a memory needs for that second test
 RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
@@ -57,7 +56,8 @@ class Hit:
     observation: str | None  # None when the entity's name or type matched
     score: float  # in [0, 1], reported
     rank: float = 0.0  # sorts hits: the score, plus NAME_MATCH_RANK for a name containing the query (twice if equal)
-    relevance: float = 1.0  # what the cut-off compares: the score without any preference for the user or project
+    relevance: float = 1.0  # what the cut-off compares: how far the score (without any preference for the user or
+    # the project) stands above the query's usual score in its memory
 
 
 class GraphIndex:
@@ -80,6 +80,7 @@ class GraphIndex:
         self.observations = observations
         self.texts = texts
         self.name_doc = np.flatnonzero(np.fromiter((o is None for o in observations), dtype=bool, count=len(texts)))
+        self.has_observations = np.fromiter((bool(e.observations) for e in self.entities), dtype=bool)
         self.names = _JoinedText(e.name for e in self.entities)
         self.lexical = LexicalIndex([tokenize(text) for text in texts])
         self.vectors: np.ndarray | None = None
@@ -106,11 +107,9 @@ class GraphIndex:
         first_person = is_first_person(query) and self.user is not None
         relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
-        if CALIBRATE and len(relevance) > 1:
-            # the cut-off compares how far each score stands above this query's usual score in this memory
-            standing = np.maximum((relevance - usual) / (spread or 1.0), 0.0) * (relevance > 0)
-        else:
-            standing = relevance
+        # What the cut-off compares: how far a score stands above this query's usual score in this memory (raw
+        # scores all sit near the static model's baseline cosine, so a share of the best one would keep them all).
+        standing = np.maximum((relevance - usual) / (spread or 1.0), 0.0) * (relevance > 0)
         if first_person:
             own, near = self.near_user()
             order[own] *= 1 + USER_PRIOR
@@ -122,14 +121,14 @@ class GraphIndex:
         contains, equals = self._name_matches(query)
         order[contains] = 1.0 + NAME_MATCH_RANK
         order[equals] = 1.0 + 2 * NAME_MATCH_RANK
-        relevance[contains] = 1.0
+        standing[contains] = NAME_MATCH_RANK
         return [
             Hit(
                 self.entities[self.owner[d]],
                 self.observations[d],
                 min(float(order[d]), 1.0),
                 float(order[d]),
-                float(standing[d]) if d not in set(contains) else NAME_MATCH_RANK,
+                float(standing[d]),
             )
             for d in _top(order, limit)
             if order[d] > 0
@@ -161,12 +160,6 @@ class GraphIndex:
         if self._user == -1:
             self._user = find_user(self.entities, self._links)
         return self._user
-
-    @property
-    def has_observations(self) -> np.ndarray:
-        """Which entities have at least one observation (their name document is followed by another)."""
-        following = np.append(self.name_doc[1:], len(self.texts))
-        return following - self.name_doc > 1
 
     def near_user(self) -> tuple[np.ndarray, np.ndarray]:
         """The user's own observation documents, and those of the entities related to the user or naming them."""

@@ -341,3 +341,30 @@ def test_a_strong_match_leaves_out_the_unrelated_tail(tmp_path, bundled):
     store = store_with(tmp_path, "people", PEOPLE)
     outcome = Searcher(bundled).search([Target("m", store)], "chess", "hybrid", 10, None)
     assert [(h.hit.entity.name, h.hit.observation) for h in outcome.hits] == [("Bob", "plays chess every evening")]
+
+
+@pytest.mark.anyio
+async def test_over_stdio_first_person_questions_and_nonsense(tmp_path):
+    """Through the real server and the SDK's client: the user's facts for "I"/"my" questions; nothing (with the
+    note, and no filler line) for nonsense."""
+    from helpers import connect, ok, server_env, text_of
+
+    memory = tmp_path / "memory.jsonl"
+    async with connect(server_env(MEMORY_FILE_PATH=memory)) as session:
+        people = [{"name": e.name, "entityType": e.entity_type, "observations": list(e.observations)} for e in PRIYA]
+        await ok(session, "create_entities", entities=people)
+        await ok(
+            session,
+            "create_relations",
+            relations=[{"from": r.source, "to": r.target, "relationType": r.relation_type} for r in PRIYA_RELATIONS],
+        )
+        found = await ok(session, "search_nodes", query="where do I live")
+        assert (found["matches"][0]["entityName"], found["matches"][0]["observation"]) == (
+            "Priya Shah",
+            "Lives in Leeds with her husband Tom",
+        )
+        assert found["entities"][0]["name"] == "Priya Shah"
+        result = await session.call_tool("search_nodes", {"query": "asdf qwerty zxcv"})
+        assert result.structured_content["matches"] == [] and result.structured_content["entities"] == []
+        text = text_of(result)
+        assert "0 matches" in text and "nothing relevant found" in text and "name or type matched" not in text
