@@ -42,6 +42,8 @@ NEAR_USER_PRIOR = 0.05  # share added to those of the entities related to the us
 SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _stands_out)
 SEMANTIC_ALONE_SD = 1.5  # and at least this many standard deviations above the query's mean cosine
 SEMANTIC_MARGIN = 1.0  # taken from sqrt(2 ln n), the z-score the best of n unrelated documents reaches
+STANDS_OUT_FROM = 30  # documents a memory needs for that test; below, a cosine of SMALL_MEMORY_COSINE suffices
+SMALL_MEMORY_COSINE = 0.7
 RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
@@ -226,8 +228,8 @@ def _stands_out(cosines: np.ndarray) -> np.ndarray:
     0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the other
     documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less a
     margin (1.5 at least)."""
-    if len(cosines) < 2:
-        return cosines >= SEMANTIC_ALONE
+    if len(cosines) < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
+        return cosines >= SMALL_MEMORY_COSINE
     bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(len(cosines))) - SEMANTIC_MARGIN)
     return (cosines >= SEMANTIC_ALONE) & (cosines >= cosines.mean() + bar * cosines.std())
 
