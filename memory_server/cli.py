@@ -180,9 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--project-boost",
         type=float,
-        default=env("MEMORY_PROJECT_BOOST") or "0.15",
-        help="score added to the current project's hits when searching every context [MEMORY_PROJECT_BOOST] "
-        "(default: 0.15)",
+        default=env("MEMORY_PROJECT_BOOST") or "0.05",
+        help="preference for the current project's relevant hits when searching every context: their scores grow "
+        "by this share [MEMORY_PROJECT_BOOST] (default: 0.05)",
     )
     parser.add_argument(
         "--log-level",

@@ -60,7 +60,7 @@ ProjectDirArg = Annotated[
 
 EVERY_CONTEXT = "*"
 DEFAULT_LIMIT = 10
-PROJECT_BOOST = 0.15  # added to hits from the current project's context in a search across contexts
+PROJECT_BOOST = 0.05  # share by which the current project's relevant hits grow in a search of every context
 
 READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
