@@ -34,6 +34,8 @@ class Embedder:
         self.dim = int(model.dim)  # type: ignore[attr-defined]
         self._memo: dict[bytes, np.ndarray] = {}
         self._vocabulary: frozenset[str] | None = None
+        self._words: _WordVectors | None = None
+        self._related: dict[str, tuple[tuple[str, float], ...]] = {}
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
         self._unsaved = 0
@@ -64,6 +66,21 @@ class Embedder:
             vocabulary = tokenizer.get_vocab() if tokenizer is not None else None
             self._vocabulary = frozenset(w.lower() for w in vocabulary) if vocabulary else frozenset()
         return not self._vocabulary or word in self._vocabulary
+
+    def related_words(self, word: str, count: int = 40, floor: float = 0.3) -> tuple[tuple[str, float], ...]:
+        """The whole words of the model's vocabulary nearest to `word` (lower-case), with their similarity, best first:
+        at most `count`, each at least `floor`. Similarity is the cosine of the two words' token vectors once their
+        common direction is removed (without that, every pair of words looks alike to a static model). Empty for a
+        word the model only pieces together from fragments."""
+        if word not in self._related:
+            if self._words is None:
+                self._words = _WordVectors.of(self._model)
+            found = self._words.nearest(word, count, floor)
+            with self._lock:
+                if len(self._related) >= _RELATED_MEMO:
+                    self._related.clear()
+                self._related[word] = found
+        return self._related[word]
 
     def save_soon(self, delay: float = 5.0) -> None:
         """Save new vectors a little later, so a burst of changes costs one write of the cache."""
@@ -116,6 +133,47 @@ class Embedder:
             return
         vectors = vectors.astype(np.float32)
         self._memo.update(zip((bytes(k).ljust(16, b"\0") for k in keys), vectors))
+
+
+_RELATED_MEMO = 10_000  # words whose neighbours are remembered
+
+
+@dataclass(frozen=True)
+class _WordVectors:
+    """The model's whole-word tokens (letters only, three or more) and their centred, normalised token vectors."""
+
+    words: tuple[str, ...]
+    numbers: dict[str, int]
+    vectors: np.ndarray
+
+    @classmethod
+    def of(cls, model: object) -> _WordVectors:
+        tokenizer = getattr(model, "tokenizer", None)
+        vocabulary = tokenizer.get_vocab() if tokenizer is not None else {}
+        embedding = np.asarray(getattr(model, "embedding", np.zeros((0, 0))))
+        pairs = sorted(
+            (token, number)
+            for token, number in vocabulary.items()
+            if len(token) > 2 and token.isalpha() and token.islower() and number < len(embedding)
+        )
+        if not pairs:
+            return cls((), {}, np.zeros((0, 0), dtype=np.float32))
+        vectors = embedding[[number for _, number in pairs]].astype(np.float32)
+        vectors -= vectors.mean(axis=0)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        words = tuple(token for token, _ in pairs)
+        return cls(words, {w: n for n, w in enumerate(words)}, vectors)
+
+    def nearest(self, word: str, count: int, floor: float) -> tuple[tuple[str, float], ...]:
+        number = self.numbers.get(word)
+        if number is None:
+            return ()
+        similarity = self.vectors @ self.vectors[number]
+        similarity[number] = -1.0
+        best = np.argpartition(-similarity, min(count, len(similarity) - 1))[:count]
+        best = best[np.argsort(-similarity[best])]
+        return tuple((self.words[n], float(similarity[n])) for n in best if similarity[n] >= floor)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import Stemmer
@@ -39,6 +39,11 @@ def words(text: str) -> list[str]:
 def tokenize(text: str) -> list[str]:
     """The search terms of a text: its words without stop words, stemmed."""
     return [_stem(w) for w in words(text) if w not in STOPWORDS]
+
+
+def term(word: str) -> str:
+    """The search term of one lower-case word (whether or not it is a stop word)."""
+    return _stem(word)
 
 
 def is_first_person(text: str) -> bool:
@@ -78,15 +83,40 @@ class LexicalIndex:
         norm = _K1 * (1 - _B + _B * lengths[self.doc_of] / max(average, 1e-9))
         self.weight = (frequency * (_K1 + 1) / (frequency + norm)).astype(np.float32)
 
-    def scores(self, query: str) -> np.ndarray:
-        """BM25 per document, divided by the best score the query could reach, so 1.0 means every word matched."""
+    def scores(self, query: str, alternatives: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> np.ndarray:
+        """BM25 per document, divided by the best score the query could reach, so 1.0 means every word matched.
+
+        `alternatives` maps a term of the query to other terms that may stand for it, each with a weight below 1
+        ("boss" -> "manag" 0.4): a document holding one of them earns that share of what it would earn with the term
+        itself (the best of them, not their sum). A term the memory lacks still counts in the best reachable
+        score when an alternative of it is present, as its rarest possible self, so a match through an alternative
+        never looks like a full match."""
         total = np.zeros(self.size, dtype=np.float32)
         best = 0.0
         for term in set(tokenize(query)):
             index = self.vocabulary.get(term)
-            if index is None:
+            others = [
+                (self.vocabulary[other], weight)
+                for other, weight in (alternatives or {}).get(term, ())
+                if other in self.vocabulary and other != term
+            ]
+            if index is not None:
+                best += float(self.idf[index]) * (_K1 + 1)
+            elif others:
+                best += float(np.log1p((self.size + 0.5) / 0.5)) * (_K1 + 1)
+            if not others:
+                if index is not None:
+                    start, end = self.starts[index], self.starts[index + 1]
+                    total[self.doc_of[start:end]] += self.idf[index] * self.weight[start:end]
                 continue
-            start, end = self.starts[index], self.starts[index + 1]
-            total[self.doc_of[start:end]] += self.idf[index] * self.weight[start:end]
-            best += float(self.idf[index]) * (_K1 + 1)
+            group = [(index, 1.0)] if index is not None else []
+            docs = np.concatenate([self.doc_of[self.starts[i] : self.starts[i + 1]] for i, _ in group + others])
+            gains = np.concatenate(
+                [self.idf[i] * w * self.weight[self.starts[i] : self.starts[i + 1]] for i, w in group + others]
+            )
+            order = np.lexsort((-gains, docs))  # per document, its best gain first
+            docs, gains = docs[order], gains[order]
+            first = np.ones(len(docs), dtype=bool)
+            first[1:] = docs[1:] != docs[:-1]
+            total[docs[first]] += gains[first]
         return total / best if best > 0 else total

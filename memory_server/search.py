@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -30,7 +30,7 @@ import numpy as np
 
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, tokenize, words
+from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, term, tokenize, words
 from memory_server.store import GraphStore
 
 Mode = Literal["hybrid", "semantic", "keyword"]
@@ -50,6 +50,17 @@ USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
 USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
 PERSON_TYPES = ("person", "human", "individual", "user", "people")
 USER_LEAD = 1.5  # how far ahead of the next person the user's entity must be
+RELATED_WEIGHT = 0.5  # share of a term's BM25 weight that a word the model puts near it earns (see related_terms)
+RELATED_FLOOR = 0.4  # similarity (centred token vectors) a word needs to stand for a word of the query
+RELATED_COUNT = 3  # at most this many such words per word of the query
+RELATED_ONLY_MISSING = 0  # 1: only for words of the query the memory lacks
+CENTRED = 0
+RELATION_SHARE = 0.5  # standing (a share of the best one) given to documents reached through the user's relations
+RARE_TYPE = 0.05  # an entity type is a role word when at most this share of the entities have it
+RELATION_MARGIN = 0.05  # entities reached are those whose fit is within this of the best one
+RELATION_MATCH = 0.55  # cosine between a word of the question and a relation type (or the related entity's type)
+ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its other documents gain
+RELATED_SD = 1.0  # standard deviations above the query's mean cosine a document matched by a related word needs
 
 
 @dataclass(frozen=True)
@@ -87,15 +98,34 @@ class GraphIndex:
         self.lexical = LexicalIndex([tokenize(text) for text in texts])
         self.vectors: np.ndarray | None = None
         self.vectors_of: str | None = None
-        self._links = [(r.source, r.target) for r in graph.relations.values()]
+        self.links = [(r.source, r.relation_type, r.target) for r in graph.relations.values()]
         self._user: int | None = -1  # -1: not looked for yet
         self._near_user: tuple[np.ndarray, np.ndarray] | None = None
+        self._centre = None
+        self._roles: dict[int, set[str]] | None = None
 
     def embed(self, embedder: Embedder) -> np.ndarray:
         if self.vectors is None or self.vectors_of != embedder.name:
             self.vectors = embedder.encode(self.texts)
             self.vectors_of = embedder.name
         return self.vectors
+
+    def cosines(self, embedder: Embedder, query: str) -> np.ndarray:
+        vectors = self.embed(embedder)
+        vector = embedder.encode_query(query)
+        if not CENTRED:
+            return vectors @ vector
+        if self._centre is None:
+            mean = vectors.mean(axis=0)
+            along = vectors @ mean
+            norms = np.sqrt(np.maximum(1.0 - 2.0 * along + float(mean @ mean), 1e-12))
+            self._centre = (mean, along, norms)
+        mean, along, norms = self._centre
+        shifted = vector - mean
+        scores = vectors @ shifted
+        scores -= float(mean @ vector) - float(mean @ mean)
+        scores /= norms * max(float(np.linalg.norm(shifted)), 1e-12)
+        return scores
 
     def rank(self, query: str, mode: Mode, embedder: Embedder | None, limit: int | None) -> list[Hit]:
         """Documents for `query`, best first, after the cut-off (as a search of this graph alone returns them)."""
@@ -140,34 +170,87 @@ class GraphIndex:
         self, query: str, mode: Mode, embedder: Embedder | None
     ) -> tuple[np.ndarray, np.ndarray, float, float]:
         """How well each document answers `query`, in [0, 1] (0 for a document with no evidence: none of the query's
-        terms, and a cosine that a static model also gives unrelated text), and its BM25 share."""
-        lexical = self.lexical.scores(query)
+        terms, and a cosine that a static model also gives unrelated text), and its BM25 share for the query's own
+        words (without the related words of related_terms)."""
+        exact = self.lexical.scores(query)
         if embedder is None:
-            return lexical.copy(), lexical, float(lexical.mean()) if len(lexical) else 0.0, float(lexical.std())
-        scores = self.embed(embedder) @ embedder.encode_query(query)
+            return exact.copy(), exact, float(exact.mean()) if len(exact) else 0.0, float(exact.std())
+        alternatives = related_terms(query, embedder, self.lexical.vocabulary)
+        lexical = self.lexical.scores(query, alternatives) if alternatives else exact
+        scores = self.cosines(embedder, query)
         np.clip(scores, 0.0, 1.0, out=scores)
-        unsupported = lexical == 0
+        unsupported = exact == 0
         if any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+            # A related word alone is weak evidence: it counts when the cosine agrees, above the query's usual one.
             unsupported &= ~_stands_out(scores)
+            if alternatives and RELATED_SD is not None:
+                unsupported &= ~((lexical > 0) & (scores >= scores.mean() + RELATED_SD * scores.std()))
         if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
             scores *= SEMANTIC_WEIGHT
             scores += (1 - SEMANTIC_WEIGHT) * lexical
         usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
+        if spread > 0:
+            scores, unsupported = self._pooled(query, embedder, scores, unsupported, usual, spread)
         scores[unsupported] = 0.0
-        return scores, lexical, usual, spread
+        return scores, exact, usual, spread
+
+    def _pooled(
+        self, query: str, embedder: Embedder, scores: np.ndarray, unsupported: np.ndarray, usual: float, spread: float
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Scores that also count how well the document's entity answers: each document gains ENTITY_POOL times the
+        standing of its entity's best supported document, and every document of an entity with such a document
+        counts as supported ("Renate: Retired pharmacist" answers "what did my mother do" because "Renate:
+        Hannah's mother" does)."""
+        standing = (scores - usual) / spread
+        evidenced = np.flatnonzero(~unsupported & (standing > 0))
+        best = np.zeros(len(self.entities), dtype=np.float32)
+        np.maximum.at(best, self.owner[evidenced], standing[evidenced])
+        pooled = best[self.owner]
+        standing = np.maximum(standing, 0.0)
+        standing += ENTITY_POOL * pooled
+        unsupported = unsupported & (pooled <= 0)
+        if RELATION_SHARE > 0 and is_first_person(query) and self.user is not None:
+            matched = self.related_docs(query, embedder)
+            if len(matched):
+                standing[matched] += RELATION_SHARE * max(float(standing.max()), 1.0)
+                unsupported[matched] = False
+        return usual + spread * standing, unsupported
+
+    def related_docs(self, query: str, embedder: Embedder) -> np.ndarray:
+        """For a first-person question, the documents of the entities whose relation with the user fits a word of
+        the question ("my husband": married to Pieter; "who do I report to": reports to Karim), and the user's
+        own documents that name them."""
+        content = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS and embedder.knows(w) and len(w) > 2]
+        roles = self.user_roles()
+        if not content or not roles:
+            return np.zeros(0, dtype=np.int64)
+        phrases = sorted({p for found in roles.values() for p in found})
+        fit = dict(zip(phrases, (embedder.encode(content) @ embedder.encode(phrases).T).max(axis=0)))
+        entity_fit = {n: max(fit[p] for p in found) for n, found in roles.items()}
+        bar = max(RELATION_MATCH, max(entity_fit.values()) - RELATION_MARGIN)
+        chosen = [n for n, value in entity_fit.items() if value >= bar]
+        if not chosen:
+            return np.zeros(0, dtype=np.int64)
+        docs = np.isin(self.owner, chosen)
+        said = [self.entities[n].name.split()[0].lower() for n in chosen if len(self.entities[n].name.split()[0]) > 2]
+        for d in np.flatnonzero(self.owner == self.user):
+            text = (self.observations[d] or "").lower()
+            if any(name in text for name in said):
+                docs[d] = True
+        return np.flatnonzero(docs)
 
     @property
     def user(self) -> int | None:
         """The number of the user's entity (see find_user), looked for at the first question that needs it."""
         if self._user == -1:
-            self._user = find_user(self.entities, self._links)
+            self._user = find_user(self.entities, [(a, b) for a, _, b in self.links])
         return self._user
 
     def near_user(self) -> tuple[np.ndarray, np.ndarray]:
         """The user's own observation documents, and those of the entities related to the user or naming them."""
         if self._near_user is None:
             user = self.entities[self.user]
-            related = {b for a, b in self._links if a == user.name} | {a for a, b in self._links if b == user.name}
+            related = {b for a, _, b in self.links if a == user.name} | {a for a, _, b in self.links if b == user.name}
             numbers = {e.name: n for n, e in enumerate(self.entities)}
             near = np.zeros(len(self.texts), dtype=bool)
             for name in related:
@@ -182,6 +265,41 @@ class GraphIndex:
             self._near_user = (np.flatnonzero(own), np.flatnonzero(near))
         return self._near_user
 
+    def user_roles(self) -> dict[int, set[str]]:
+        """What each entity is to the user, in words: the types of their relations ("married to", "reports to"),
+        the entity's own type when few entities share it ("pet"), and what the memory calls them after the user's
+        first name ("Hannah's manager", "godchild of Hannah")."""
+        if self._roles is None:
+            user = self.entities[self.user]
+            numbers = {e.name: n for n, e in enumerate(self.entities)}
+            roles: dict[int, set[str]] = {}
+            for a, kind, b in self.links:
+                other = b if a == user.name else a if b == user.name else None
+                if other in numbers and other != user.name:
+                    roles.setdefault(numbers[other], set()).add(kind.strip().lower())
+            types: dict[str, int] = {}
+            for entity in self.entities:
+                types[entity.entity_type.lower()] = types.get(entity.entity_type.lower(), 0) + 1
+            for number in roles:
+                kind = self.entities[number].entity_type.strip().lower()
+                if kind and types[kind] <= RARE_TYPE * len(self.entities):
+                    roles[number].add(kind)
+            first = user.name.split()[0].lower() if user.name.split() else ""
+            if len(first) > 2:
+                pattern = re.compile(
+                    rf"\b{re.escape(first)}(?: and \w+)?'s ((?:\w+ )?\w+)|\b(\w+) of {re.escape(first)}\b"
+                )
+                said = _JoinedText(o if o is not None else "" for o in self.observations)
+                for d in said.holders(first):
+                    if self.owner[d] == self.user:
+                        continue
+                    for match in pattern.finditer(self.observations[d].lower()):
+                        role = [w for w in words(match.group(1) or match.group(2)) if w not in STOPWORDS and len(w) > 2]
+                        if role:
+                            roles.setdefault(int(self.owner[d]), set()).update(role)
+            self._roles = roles
+        return self._roles
+
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """The name documents of the entities whose name contains the whole query, ignoring case, and of those
         whose name is the query."""
@@ -191,6 +309,29 @@ class GraphIndex:
         holders = self.names.holders(needle)
         exact = [n for n in holders if self.entities[n].name.strip().lower() == needle]
         return self.name_doc[holders], self.name_doc[exact]
+
+
+def related_terms(query: str, embedder: Embedder, vocabulary: Mapping[str, int]) -> dict[str, list[tuple[str, float]]]:
+    """For each word of the query, the terms of this memory that the model's vocabulary puts nearest to it (at most
+    RELATED_COUNT, each at least RELATED_FLOOR alike), weighted by RELATED_WEIGHT times their similarity: "boss"
+    finds "manager", "husband" finds "married", when the memory has those words and not the query's."""
+    if RELATED_WEIGHT <= 0:
+        return {}
+    found: dict[str, list[tuple[str, float]]] = {}
+    for word in set(words(query)) - STOPWORDS:
+        own = term(word)
+        if RELATED_ONLY_MISSING and own in vocabulary:
+            continue
+        chosen: dict[str, float] = {}
+        for other, similarity in embedder.related_words(word):
+            if similarity < RELATED_FLOOR or len(chosen) >= RELATED_COUNT:
+                break
+            candidate = term(other)
+            if candidate != own and candidate in vocabulary and candidate not in chosen:
+                chosen[candidate] = RELATED_WEIGHT * similarity
+        if chosen:
+            found[own] = list(chosen.items())
+    return found
 
 
 def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> int | None:
