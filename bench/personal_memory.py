@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_server import search
+from memory_server import lexical, search, user
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.search import Searcher, Target
@@ -87,6 +87,22 @@ def read_questions(folder: Path, memories: dict[str, tuple[list[Entity], list[Re
     return questions
 
 
+def rename(memories, questions: list[Question], old: str, new: str) -> None:
+    """Call the entity `old` `new` everywhere (its relations, the answers), keeping its old name as an observation:
+    the memory an assistant writes when it follows the official prompt ("default_user", "Name: ...")."""
+    for entities, relations in memories.values():
+        for entity in entities:
+            if entity.name == old:
+                entity.name = new
+                entity.observations.insert(0, f"Name: {old}")
+        relations[:] = [
+            Relation(new if r.source == old else r.source, new if r.target == old else r.target, r.relation_type)
+            for r in relations
+        ]
+    for question in questions:
+        question.answers = {(new if name == old else name, said) for name, said in question.answers}
+
+
 def write_store(folder: Path, name: str, entities: list[Entity], relations: list[Relation]) -> GraphStore:
     store = GraphStore(folder / f"{name}.jsonl")
     merged: dict[str, Entity] = {}
@@ -144,13 +160,14 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
 
 
 def override(settings: list[str]) -> None:
-    """Set constants of memory_server.search (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
+    """Set constants of the ranking modules (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
     for setting in settings:
         name, _, value = setting.partition("=")
-        if not hasattr(search, name):
-            raise SystemExit(f"memory_server.search has no constant {name}")
-        setattr(search, name, type(getattr(search, name))(value))
-        print(f"set {name} = {getattr(search, name)}")
+        module = next((m for m in (search, lexical, user) if hasattr(m, name)), None)
+        if module is None:
+            raise SystemExit(f"no constant {name} in memory_server.search, .lexical or .user")
+        setattr(module, name, type(getattr(module, name))(value))
+        print(f"set {module.__name__}.{name} = {getattr(module, name)}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -160,12 +177,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
     parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
+    parser.add_argument("--rename", metavar="OLD=NEW", help="rename an entity, e.g. the user to default_user")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
     override(options.set)
     folder = DATA / options.persona
     memories = {name: read_memory(folder / f"{name}.txt") for name in CONTEXTS}
     questions = read_questions(folder, memories)
+    if options.rename:
+        rename(memories, questions, *options.rename.split("="))
     slot = EmbedderSlot(options.model)
     searcher = Searcher(slot)
     print(f"model: {slot.get()[0] and slot.get()[0].name}; persona: {options.persona}; mode: {options.mode}")

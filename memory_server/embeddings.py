@@ -13,6 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class Embedder:
         self.dim = int(model.dim)  # type: ignore[attr-defined]
         self._memo: dict[bytes, np.ndarray] = {}
         self._vocabulary: frozenset[str] | None = None
-        self._words: _WordVectors | None = None
+        self._words: _WordVectors | None | Literal[False] = None  # False: the model has no whole words
         self._related: dict[str, tuple[tuple[str, float], ...]] = {}
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
@@ -74,8 +75,8 @@ class Embedder:
         word the model only pieces together from fragments."""
         if word not in self._related:
             if self._words is None:
-                self._words = _WordVectors.of(self._model)
-            found = self._words.nearest(word, count, floor)
+                self._words = _WordVectors.of(self._model) or False
+            found = self._words.nearest(word, count, floor) if self._words else ()
             with self._lock:
                 if len(self._related) >= _RELATED_MEMO:
                     self._related.clear()
@@ -140,14 +141,24 @@ _RELATED_MEMO = 10_000  # words whose neighbours are remembered
 
 @dataclass(frozen=True)
 class _WordVectors:
-    """The model's whole-word tokens (letters only, three or more) and their centred, normalised token vectors."""
+    """The model's whole-word tokens (letters only, three or more) and what finding their neighbours takes: the
+    token vectors' mean (the direction every word shares) and the centred vectors projected on their main
+    directions, which shortlist a word's likely neighbours in a fraction of the time a full product takes; the
+    exact similarity of the centred, normalised token vectors then orders the shortlist."""
 
     words: tuple[str, ...]
     numbers: dict[str, int]
-    vectors: np.ndarray
+    tokens: np.ndarray  # row of each word in the model's embedding
+    embedding: np.ndarray  # the model's own matrix (not copied)
+    mean: np.ndarray
+    basis: np.ndarray  # PROJECTED main directions of the centred word vectors
+    projected: np.ndarray  # the normalised centred word vectors on those directions
+
+    PROJECTED = 96  # with a shortlist of 128: 97% of the exact 40 nearest words (at 0.35 or more) are found
+    SHORTLIST = 128
 
     @classmethod
-    def of(cls, model: object) -> _WordVectors:
+    def of(cls, model: object) -> _WordVectors | None:
         tokenizer = getattr(model, "tokenizer", None)
         vocabulary = tokenizer.get_vocab() if tokenizer is not None else {}
         embedding = np.asarray(getattr(model, "embedding", np.zeros((0, 0))))
@@ -156,24 +167,36 @@ class _WordVectors:
             for token, number in vocabulary.items()
             if len(token) > 2 and token.isalpha() and token.islower() and number < len(embedding)
         )
-        if not pairs:
-            return cls((), {}, np.zeros((0, 0), dtype=np.float32))
-        vectors = embedding[[number for _, number in pairs]].astype(np.float32)
-        vectors -= vectors.mean(axis=0)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        if len(pairs) <= cls.SHORTLIST or embedding.ndim != 2 or embedding.shape[1] < cls.PROJECTED:
+            return None
+        tokens = np.asarray([number for _, number in pairs])
+        vectors = embedding[tokens].astype(np.float32)
+        mean = vectors.mean(axis=0)
+        vectors = _normalised(vectors - mean)
+        basis = np.linalg.svd(vectors[:: max(1, len(vectors) // 4096)], full_matrices=False)[2][: cls.PROJECTED]
+        basis = np.ascontiguousarray(basis, dtype=np.float32)
         words = tuple(token for token, _ in pairs)
-        return cls(words, {w: n for n, w in enumerate(words)}, vectors)
+        return cls(words, {w: n for n, w in enumerate(words)}, tokens, embedding, mean, basis, vectors @ basis.T)
 
     def nearest(self, word: str, count: int, floor: float) -> tuple[tuple[str, float], ...]:
         number = self.numbers.get(word)
         if number is None:
             return ()
-        similarity = self.vectors @ self.vectors[number]
-        similarity[number] = -1.0
-        best = np.argpartition(-similarity, min(count, len(similarity) - 1))[:count]
-        best = best[np.argsort(-similarity[best])]
-        return tuple((self.words[n], float(similarity[n])) for n in best if similarity[n] >= floor)
+        vector = self._exact(np.asarray([number]))[0]
+        rough = self.projected @ (self.basis @ vector)
+        rough[number] = -np.inf
+        shortlist = np.argpartition(-rough, self.SHORTLIST)[: self.SHORTLIST]
+        similarity = self._exact(shortlist) @ vector
+        order = np.argsort(-similarity)[:count]
+        return tuple((self.words[shortlist[i]], float(similarity[i])) for i in order if similarity[i] >= floor)
+
+    def _exact(self, numbers: np.ndarray) -> np.ndarray:
+        return _normalised(self.embedding[self.tokens[numbers]].astype(np.float32) - self.mean)
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import Stemmer
@@ -41,14 +41,36 @@ def tokenize(text: str) -> list[str]:
     return [_stem(w) for w in words(text) if w not in STOPWORDS]
 
 
-def term(word: str) -> str:
-    """The search term of one lower-case word (whether or not it is a stop word)."""
-    return _stem(word)
-
-
 def is_first_person(text: str) -> bool:
     """Whether a question is about the one asking ("where do I live", "our vet", "my boss")."""
     return not FIRST_PERSON.isdisjoint(words(text))
+
+
+RELATED_WEIGHT = 0.5  # share of a term's BM25 weight that a related word earns (see related_terms)
+RELATED_FLOOR = 0.4  # similarity (of centred token vectors) a word needs to stand for a word of the query
+RELATED_COUNT = 3  # at most this many related words per word of the query
+
+
+def related_terms(
+    query: str, neighbours: Callable[[str], Sequence[tuple[str, float]]], vocabulary: Mapping[str, int]
+) -> dict[str, list[tuple[str, float]]]:
+    """For each word of the query, the terms of this memory that stand for it, from `neighbours` (a word's nearest
+    words in the embedding model's vocabulary, best first, with their similarity): at most RELATED_COUNT of them,
+    each at least RELATED_FLOOR alike, weighted RELATED_WEIGHT times their similarity. So "boss" also finds
+    "supervisor" and "husband" finds "married", when the memory uses those words; see LexicalIndex.scores."""
+    found: dict[str, list[tuple[str, float]]] = {}
+    for word in set(words(query)) - STOPWORDS:
+        own = _stem(word)
+        chosen: dict[str, float] = {}
+        for other, similarity in neighbours(word):
+            if similarity < RELATED_FLOOR or len(chosen) >= RELATED_COUNT:
+                break
+            candidate = _stem(other)
+            if candidate != own and candidate in vocabulary and candidate not in chosen:
+                chosen[candidate] = RELATED_WEIGHT * similarity
+        if chosen:
+            found[own] = list(chosen.items())
+    return found
 
 
 @functools.lru_cache(maxsize=200_000)  # words repeat: indexing a large graph stems each distinct word once

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -30,7 +29,8 @@ import numpy as np
 
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, term, tokenize, words
+from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, related_terms, tokenize, words
+from memory_server.user import User, role_documents, user_of
 from memory_server.store import GraphStore
 
 Mode = Literal["hybrid", "semantic", "keyword"]
@@ -38,29 +38,18 @@ IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
 USER_PRIOR = 0.1  # share added to the scores of the user's own observations for a first-person question
-NEAR_USER_PRIOR = 0.05  # share added to those of the entities related to the user, or naming them
 SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _stands_out)
 SEMANTIC_ALONE_SD = 1.5  # and at least this many standard deviations above the query's mean cosine
 SEMANTIC_MARGIN = 1.0  # taken from sqrt(2 ln n), the z-score the best of n unrelated documents reaches
 STANDS_OUT_FROM = 30  # documents a memory needs for that test; below, a cosine of SMALL_MEMORY_COSINE suffices
 SMALL_MEMORY_COSINE = 0.7
+RELATED_SD = 1.5  # a document sharing only a related word (lexical.related_terms) with the query counts when its
+# cosine is this many standard deviations above the query's mean cosine
+ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its other documents gain
+ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
+# through its role for the user ("my husband")
 RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
-USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
-USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
-PERSON_TYPES = ("person", "human", "individual", "user", "people")
-USER_LEAD = 1.5  # how far ahead of the next person the user's entity must be
-RELATED_WEIGHT = 0.5  # share of a term's BM25 weight that a word the model puts near it earns (see related_terms)
-RELATED_FLOOR = 0.4  # similarity (centred token vectors) a word needs to stand for a word of the query
-RELATED_COUNT = 3  # at most this many such words per word of the query
-RELATED_ONLY_MISSING = 0  # 1: only for words of the query the memory lacks
-CENTRED = 0
-RELATION_SHARE = 0.5  # standing (a share of the best one) given to documents reached through the user's relations
-RARE_TYPE = 0.05  # an entity type is a role word when at most this share of the entities have it
-RELATION_MARGIN = 0.05  # entities reached are those whose fit is within this of the best one
-RELATION_MATCH = 0.55  # cosine between a word of the question and a relation type (or the related entity's type)
-ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its other documents gain
-RELATED_SD = 1.0  # standard deviations above the query's mean cosine a document matched by a related word needs
 
 
 @dataclass(frozen=True)
@@ -99,33 +88,13 @@ class GraphIndex:
         self.vectors: np.ndarray | None = None
         self.vectors_of: str | None = None
         self.links = [(r.source, r.relation_type, r.target) for r in graph.relations.values()]
-        self._user: int | None = -1  # -1: not looked for yet
-        self._near_user: tuple[np.ndarray, np.ndarray] | None = None
-        self._centre = None
-        self._roles: dict[int, set[str]] | None = None
+        self._user: User | None | Literal[False] = False  # False: not looked for yet
 
     def embed(self, embedder: Embedder) -> np.ndarray:
         if self.vectors is None or self.vectors_of != embedder.name:
             self.vectors = embedder.encode(self.texts)
             self.vectors_of = embedder.name
         return self.vectors
-
-    def cosines(self, embedder: Embedder, query: str) -> np.ndarray:
-        vectors = self.embed(embedder)
-        vector = embedder.encode_query(query)
-        if not CENTRED:
-            return vectors @ vector
-        if self._centre is None:
-            mean = vectors.mean(axis=0)
-            along = vectors @ mean
-            norms = np.sqrt(np.maximum(1.0 - 2.0 * along + float(mean @ mean), 1e-12))
-            self._centre = (mean, along, norms)
-        mean, along, norms = self._centre
-        shifted = vector - mean
-        scores = vectors @ shifted
-        scores -= float(mean @ vector) - float(mean @ mean)
-        scores /= norms * max(float(np.linalg.norm(shifted)), 1e-12)
-        return scores
 
     def rank(self, query: str, mode: Mode, embedder: Embedder | None, limit: int | None) -> list[Hit]:
         """Documents for `query`, best first, after the cut-off (as a search of this graph alone returns them)."""
@@ -136,16 +105,14 @@ class GraphIndex:
         name contains the whole query come first."""
         if mode not in ("hybrid", "semantic"):
             raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
-        first_person = is_first_person(query) and self.user is not None
         relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
         # What the cut-off compares: how far a score stands above this query's usual score in this memory (raw
         # scores all sit near the static model's baseline cosine, so a share of the best one would keep them all).
         standing = np.maximum((relevance - usual) / (spread or 1.0), 0.0) * (relevance > 0)
-        if first_person:
-            own, near = self.near_user()
-            order[own] *= 1 + USER_PRIOR
-            order[near] *= 1 + NEAR_USER_PRIOR
+        user = self.user if is_first_person(query) else None
+        if user is not None:
+            order[user.own] *= 1 + USER_PRIOR
         # A name document is a hit only when the name or type really holds a word of the query, and the entity
         # says nothing more (its observations carry its name and rank on their own).
         order[self.name_doc] = np.where(lexical[self.name_doc] > 0, relevance[self.name_doc], 0.0)
@@ -170,135 +137,61 @@ class GraphIndex:
         self, query: str, mode: Mode, embedder: Embedder | None
     ) -> tuple[np.ndarray, np.ndarray, float, float]:
         """How well each document answers `query`, in [0, 1] (0 for a document with no evidence: none of the query's
-        terms, and a cosine that a static model also gives unrelated text), and its BM25 share for the query's own
-        words (without the related words of related_terms)."""
+        words or of their related words, and a cosine that a static model also gives unrelated text), its BM25 share
+        for the query's own words, and the query's usual score and spread in this memory."""
         exact = self.lexical.scores(query)
         if embedder is None:
             return exact.copy(), exact, float(exact.mean()) if len(exact) else 0.0, float(exact.std())
-        alternatives = related_terms(query, embedder, self.lexical.vocabulary)
+        alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
         lexical = self.lexical.scores(query, alternatives) if alternatives else exact
-        scores = self.cosines(embedder, query)
+        scores = self.embed(embedder) @ embedder.encode_query(query)
         np.clip(scores, 0.0, 1.0, out=scores)
         unsupported = exact == 0
         if any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
-            # A related word alone is weak evidence: it counts when the cosine agrees, above the query's usual one.
             unsupported &= ~_stands_out(scores)
-            if alternatives and RELATED_SD is not None:
+            if alternatives:  # a related word alone is weak evidence: it counts when the cosine agrees
                 unsupported &= ~((lexical > 0) & (scores >= scores.mean() + RELATED_SD * scores.std()))
         if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
             scores *= SEMANTIC_WEIGHT
             scores += (1 - SEMANTIC_WEIGHT) * lexical
         usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
         if spread > 0:
-            scores, unsupported = self._pooled(query, embedder, scores, unsupported, usual, spread)
+            standing = self._standing(query, embedder, (scores - usual) / spread, unsupported)
+            scores = usual + spread * standing
         scores[unsupported] = 0.0
         return scores, exact, usual, spread
 
-    def _pooled(
-        self, query: str, embedder: Embedder, scores: np.ndarray, unsupported: np.ndarray, usual: float, spread: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Scores that also count how well the document's entity answers: each document gains ENTITY_POOL times the
-        standing of its entity's best supported document, and every document of an entity with such a document
-        counts as supported ("Renate: Retired pharmacist" answers "what did my mother do" because "Renate:
-        Hannah's mother" does)."""
-        standing = (scores - usual) / spread
+    def _standing(self, query: str, embedder: Embedder, standing: np.ndarray, unsupported: np.ndarray) -> np.ndarray:
+        """How far each document stands above the query's usual score (in standard deviations), counting what its
+        entity says too: each document gains ENTITY_POOL times the standing of its entity's best supported document
+        ("Renate: Retired pharmacist" answers "what did my mother do" because "Renate: Hannah's mother" does), and
+        for a first-person question, the documents of the entity asked about through its role for the user gain
+        ROLE_SHARE of the best standing. Documents so reached count as supported (`unsupported` is updated)."""
         evidenced = np.flatnonzero(~unsupported & (standing > 0))
-        best = np.zeros(len(self.entities), dtype=np.float32)
+        best = np.zeros(len(self.entities), dtype=standing.dtype)
         np.maximum.at(best, self.owner[evidenced], standing[evidenced])
         pooled = best[self.owner]
-        standing = np.maximum(standing, 0.0)
+        np.maximum(standing, 0.0, out=standing)
         standing += ENTITY_POOL * pooled
-        unsupported = unsupported & (pooled <= 0)
-        if RELATION_SHARE > 0 and is_first_person(query) and self.user is not None:
-            matched = self.related_docs(query, embedder)
-            if len(matched):
-                standing[matched] += RELATION_SHARE * max(float(standing.max()), 1.0)
-                unsupported[matched] = False
-        return usual + spread * standing, unsupported
-
-    def related_docs(self, query: str, embedder: Embedder) -> np.ndarray:
-        """For a first-person question, the documents of the entities whose relation with the user fits a word of
-        the question ("my husband": married to Pieter; "who do I report to": reports to Karim), and the user's
-        own documents that name them."""
-        content = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS and embedder.knows(w) and len(w) > 2]
-        roles = self.user_roles()
-        if not content or not roles:
-            return np.zeros(0, dtype=np.int64)
-        phrases = sorted({p for found in roles.values() for p in found})
-        fit = dict(zip(phrases, (embedder.encode(content) @ embedder.encode(phrases).T).max(axis=0)))
-        entity_fit = {n: max(fit[p] for p in found) for n, found in roles.items()}
-        bar = max(RELATION_MATCH, max(entity_fit.values()) - RELATION_MARGIN)
-        chosen = [n for n, value in entity_fit.items() if value >= bar]
-        if not chosen:
-            return np.zeros(0, dtype=np.int64)
-        docs = np.isin(self.owner, chosen)
-        said = [self.entities[n].name.split()[0].lower() for n in chosen if len(self.entities[n].name.split()[0]) > 2]
-        for d in np.flatnonzero(self.owner == self.user):
-            text = (self.observations[d] or "").lower()
-            if any(name in text for name in said):
-                docs[d] = True
-        return np.flatnonzero(docs)
+        unsupported &= pooled <= 0
+        user = self.user if is_first_person(query) else None
+        if user is not None:
+            reached = role_documents(self, user, query, embedder)
+            standing[reached] += ROLE_SHARE * max(float(standing.max()), 1.0)
+            unsupported[reached] = False
+        return standing
 
     @property
-    def user(self) -> int | None:
-        """The number of the user's entity (see find_user), looked for at the first question that needs it."""
-        if self._user == -1:
-            self._user = find_user(self.entities, [(a, b) for a, _, b in self.links])
+    def user(self) -> User | None:
+        """The memory's user (see memory_server.user), looked for at the first question that needs it."""
+        if self._user is False:
+            self._user = user_of(self)
         return self._user
 
-    def near_user(self) -> tuple[np.ndarray, np.ndarray]:
-        """The user's own observation documents, and those of the entities related to the user or naming them."""
-        if self._near_user is None:
-            user = self.entities[self.user]
-            related = {b for a, _, b in self.links if a == user.name} | {a for a, _, b in self.links if b == user.name}
-            numbers = {e.name: n for n, e in enumerate(self.entities)}
-            near = np.zeros(len(self.texts), dtype=bool)
-            for name in related:
-                if name in numbers:
-                    near[self.owner == numbers[name]] = True
-            first = user.name.split()[0].lower() if user.name.split() else ""
-            if len(first) > 2:  # observations of other entities that name the user ("Hannah's manager")
-                said = _JoinedText(o if o is not None else "" for o in self.observations)
-                near[said.holders(first)] = True
-            own = self.owner == self.user
-            near &= ~own
-            self._near_user = (np.flatnonzero(own), np.flatnonzero(near))
-        return self._near_user
-
-    def user_roles(self) -> dict[int, set[str]]:
-        """What each entity is to the user, in words: the types of their relations ("married to", "reports to"),
-        the entity's own type when few entities share it ("pet"), and what the memory calls them after the user's
-        first name ("Hannah's manager", "godchild of Hannah")."""
-        if self._roles is None:
-            user = self.entities[self.user]
-            numbers = {e.name: n for n, e in enumerate(self.entities)}
-            roles: dict[int, set[str]] = {}
-            for a, kind, b in self.links:
-                other = b if a == user.name else a if b == user.name else None
-                if other in numbers and other != user.name:
-                    roles.setdefault(numbers[other], set()).add(kind.strip().lower())
-            types: dict[str, int] = {}
-            for entity in self.entities:
-                types[entity.entity_type.lower()] = types.get(entity.entity_type.lower(), 0) + 1
-            for number in roles:
-                kind = self.entities[number].entity_type.strip().lower()
-                if kind and types[kind] <= RARE_TYPE * len(self.entities):
-                    roles[number].add(kind)
-            first = user.name.split()[0].lower() if user.name.split() else ""
-            if len(first) > 2:
-                pattern = re.compile(
-                    rf"\b{re.escape(first)}(?: and \w+)?'s ((?:\w+ )?\w+)|\b(\w+) of {re.escape(first)}\b"
-                )
-                said = _JoinedText(o if o is not None else "" for o in self.observations)
-                for d in said.holders(first):
-                    if self.owner[d] == self.user:
-                        continue
-                    for match in pattern.finditer(self.observations[d].lower()):
-                        role = [w for w in words(match.group(1) or match.group(2)) if w not in STOPWORDS and len(w) > 2]
-                        if role:
-                            roles.setdefault(int(self.owner[d]), set()).update(role)
-            self._roles = roles
-        return self._roles
+    def documents_saying(self, word: str) -> list[int]:
+        """The observation documents whose text contains `word` (lower-case), in order."""
+        said = _JoinedText(o if o is not None else "" for o in self.observations)
+        return said.holders(word)
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """The name documents of the entities whose name contains the whole query, ignoring case, and of those
@@ -309,59 +202,6 @@ class GraphIndex:
         holders = self.names.holders(needle)
         exact = [n for n in holders if self.entities[n].name.strip().lower() == needle]
         return self.name_doc[holders], self.name_doc[exact]
-
-
-def related_terms(query: str, embedder: Embedder, vocabulary: Mapping[str, int]) -> dict[str, list[tuple[str, float]]]:
-    """For each word of the query, the terms of this memory that the model's vocabulary puts nearest to it (at most
-    RELATED_COUNT, each at least RELATED_FLOOR alike), weighted by RELATED_WEIGHT times their similarity: "boss"
-    finds "manager", "husband" finds "married", when the memory has those words and not the query's."""
-    if RELATED_WEIGHT <= 0:
-        return {}
-    found: dict[str, list[tuple[str, float]]] = {}
-    for word in set(words(query)) - STOPWORDS:
-        own = term(word)
-        if RELATED_ONLY_MISSING and own in vocabulary:
-            continue
-        chosen: dict[str, float] = {}
-        for other, similarity in embedder.related_words(word):
-            if similarity < RELATED_FLOOR or len(chosen) >= RELATED_COUNT:
-                break
-            candidate = term(other)
-            if candidate != own and candidate in vocabulary and candidate not in chosen:
-                chosen[candidate] = RELATED_WEIGHT * similarity
-        if chosen:
-            found[own] = list(chosen.items())
-    return found
-
-
-def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> int | None:
-    """The number of the entity that stands for the memory's user, if one can be told: an entity typed or named as
-    the user ("user", "default_user", as the official server's suggested prompt names it), else the person at the
-    centre of the graph: the most relations, observations and mentions of their first name, well ahead of anyone
-    else (a memory about two people equally, or about none, has no user)."""
-    for number, entity in enumerate(entities):
-        if entity.entity_type.strip().lower() in USER_TYPES or entity.name.strip().lower() in USER_NAMES:
-            return number
-    degree: dict[str, int] = {}
-    for source, target in links:
-        degree[source] = degree.get(source, 0) + 1
-        degree[target] = degree.get(target, 0) + 1
-    people = [
-        (degree.get(entity.name, 0) + len(entity.observations), number)
-        for number, entity in enumerate(entities)
-        if any(kind in entity.entity_type.lower() for kind in PERSON_TYPES)
-    ]
-    if not people:
-        return None
-    said = "\n".join(o.lower() for e in entities for o in e.observations)
-    weight = []
-    for links, number in sorted(people, reverse=True)[:5]:  # the few best connected: counting is a text scan
-        first = entities[number].name.split()[0].lower() if entities[number].name.split() else ""
-        weight.append((links + (said.count(first) if len(first) > 2 else 0), number))
-    weight.sort(reverse=True)
-    best, number = weight[0]
-    runner_up = weight[1][0] if len(weight) > 1 else 0
-    return number if best >= USER_LEAD * max(runner_up, 3) else None
 
 
 def _stands_out(cosines: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ from hypothesis import strategies as st
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import LexicalIndex, is_first_person, tokenize
-from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target, find_user
+from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
+from memory_server.user import find_user
 from memory_server.store import GraphStore
 
 PEOPLE = [
@@ -224,7 +225,8 @@ def test_the_user_is_the_entity_typed_as_such_or_the_centre_of_the_graph():
     graph = KnowledgeGraph()
     graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in PRIYA)
     graph.create_relations(PRIYA_RELATIONS)
-    assert GraphIndex(graph).entities[GraphIndex(graph).user].name == "Priya Shah"
+    index = GraphIndex(graph)
+    assert index.entities[index.user.number].name == "Priya Shah"
     two = [Entity("Ann", "person", ["likes tea", "met Bob"]), Entity("Bob", "person", ["likes coffee", "met Ann"])]
     assert find_user(two, []) is None  # a memory about two people equally has no user
     assert find_user([Entity("Notes", "note", ["x"])], []) is None
