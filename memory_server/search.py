@@ -48,6 +48,7 @@ RELATED_SD = 1.5  # a document sharing only a related word (lexical.related_term
 ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its other documents gain
 ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
 # through its role for the user ("my husband")
+IDENTITY_SHARE = 0.5
 RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 
@@ -166,18 +167,20 @@ class GraphIndex:
         entity says too: each document gains ENTITY_POOL times the standing of its entity's best supported document
         ("Renate: Retired pharmacist" answers "what did my mother do" because "Renate: Hannah's mother" does), and
         for a first-person question, the documents of the entity asked about through its role for the user gain
-        ROLE_SHARE of the best standing. Documents so reached count as supported (`unsupported` is updated)."""
+        ROLE_SHARE of the best standing, and count as supported (`unsupported` is updated). Pooling alone supports
+        nothing: it reorders documents that have evidence of their own."""
         evidenced = np.flatnonzero(~unsupported & (standing > 0))
         best = np.zeros(len(self.entities), dtype=standing.dtype)
         np.maximum.at(best, self.owner[evidenced], standing[evidenced])
         pooled = best[self.owner]
         np.maximum(standing, 0.0, out=standing)
         standing += ENTITY_POOL * pooled
-        unsupported &= pooled <= 0
         user = self.user if is_first_person(query) else None
         if user is not None:
-            reached = role_documents(self, user, query, embedder)
-            standing[reached] += ROLE_SHARE * max(float(standing.max()), 1.0)
+            reached, identity = role_documents(self, user, query, embedder)
+            top = max(float(standing.max()), 1.0)
+            standing[reached] += ROLE_SHARE * top
+            standing[identity] += IDENTITY_SHARE * top
             unsupported[reached] = False
         return standing
 

@@ -83,27 +83,41 @@ def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> i
     return number if best >= USER_LEAD * max(runner_up, 3) else None
 
 
-def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder) -> np.ndarray:
+def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
     """For a first-person question, the documents of the entities whose role for the user fits a word of the
     question best ("my husband": married to Pieter; "my boss": Hannah's manager; "who do I report to": reports to
-    Karim), and the user's own documents that name them ("Married to Pieter Claes")."""
+    Karim), with the user's own documents that name them ("Married to Pieter Claes"); and, when the role is all the
+    question asks ("who is my boss", not "what does my boss like"), those of their documents that name the user
+    ("Hannah's manager since 2023"): they say what the entity is to the user."""
+    none = np.zeros(0, dtype=np.int64)
     asked = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS and len(w) > 2 and embedder.knows(w)]
     if not asked or not user.roles:
-        return np.zeros(0, dtype=np.int64)
+        return none, none
     roles = sorted({role for found in user.roles.values() for role in found})
-    fit = dict(zip(roles, (embedder.encode(asked) @ embedder.encode(roles).T).max(axis=0)))
-    fits = {number: max(fit[role] for role in found) for number, found in user.roles.items()}
-    bar = max(ROLE_MATCH, max(fits.values()) - ROLE_MARGIN)
-    chosen = [number for number, value in fits.items() if value >= bar]
+    fit = embedder.encode(asked) @ embedder.encode(roles).T  # word x role
+    column = {role: n for n, role in enumerate(roles)}
+    fits = {number: fit[:, [column[r] for r in found]].max(axis=1) for number, found in user.roles.items()}
+    bar = max(ROLE_MATCH, max(float(f.max()) for f in fits.values()) - ROLE_MARGIN)
+    chosen = [number for number, f in fits.items() if f.max() >= bar]
     if not chosen:
-        return np.zeros(0, dtype=np.int64)
+        return none, none
     found = np.isin(index.owner, chosen)
+    identity = np.zeros(0, dtype=np.int64)
+    if all(max(fits[n][w] for n in chosen) >= bar for w in range(len(asked))) and user.names:
+        identity = np.asarray(
+            [d for d in np.flatnonzero(found) if _names_any(index.observations[d], user.names)], dtype=np.int64
+        )
     named = [first for first in (_first(index.entities[n].name) for n in chosen) if len(first) > 2]
     for document in user.own:
         said = (index.observations[document] or "").lower()
         if any(name in said for name in named):
             found[document] = True
-    return np.flatnonzero(found)
+    return np.flatnonzero(found), identity
+
+
+def _names_any(observation: str | None, names: tuple[str, ...]) -> bool:
+    said = (observation or "").lower()
+    return any(name in said for name in names)
 
 
 def _names(entity: Entity) -> tuple[str, ...]:
