@@ -105,40 +105,57 @@ class LexicalIndex:
         norm = _K1 * (1 - _B + _B * lengths[self.doc_of] / max(average, 1e-9))
         self.weight = (frequency * (_K1 + 1) / (frequency + norm)).astype(np.float32)
 
-    def scores(self, query: str, alternatives: Mapping[str, Sequence[tuple[str, float]]] | None = None) -> np.ndarray:
-        """BM25 per document, divided by the best score the query could reach, so 1.0 means every word matched.
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 per document, divided by the best score the query could reach, so 1.0 means every word matched."""
+        return self.matches(query, {})[0]
+
+    def matches(
+        self, query: str, alternatives: Mapping[str, Sequence[tuple[str, float]]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 per document counting `alternatives`, and without them, each divided by the best score the query
+        could reach (1.0: every word matched).
 
         `alternatives` maps a term of the query to other terms that may stand for it, each with a weight below 1
-        ("boss" -> "manag" 0.4): a document holding one of them earns that share of what it would earn with the term
-        itself (the best of them, not their sum). A term the memory lacks still counts in the best reachable
-        score when an alternative of it is present, as its rarest possible self, so a match through an alternative
-        never looks like a full match."""
+        ("boss" -> "supervisor" 0.25): a document holding one of them earns that share of what it would earn with
+        the term itself (the best of them, not their sum). A term the memory lacks still counts in the best
+        reachable score when an alternative of it is present, as its rarest possible self, so a match through an
+        alternative never looks like a full match."""
         total = np.zeros(self.size, dtype=np.float32)
+        exact = total
         best = 0.0
         for term in set(tokenize(query)):
             index = self.vocabulary.get(term)
             others = [
                 (self.vocabulary[other], weight)
-                for other, weight in (alternatives or {}).get(term, ())
+                for other, weight in alternatives.get(term, ())
                 if other in self.vocabulary and other != term
             ]
+            if others and exact is total:
+                exact = total.copy()
             if index is not None:
                 best += float(self.idf[index]) * (_K1 + 1)
-            elif others:
-                best += float(np.log1p((self.size + 0.5) / 0.5)) * (_K1 + 1)
-            if not others:
-                if index is not None:
-                    start, end = self.starts[index], self.starts[index + 1]
-                    total[self.doc_of[start:end]] += self.idf[index] * self.weight[start:end]
+                start, end = self.starts[index], self.starts[index + 1]
+                gain = self.idf[index] * self.weight[start:end]
+                if exact is not total:
+                    exact[self.doc_of[start:end]] += gain
+                if not others:
+                    total[self.doc_of[start:end]] += gain
+                    continue
+            elif not others:
                 continue
+            else:
+                best += float(np.log1p((self.size + 0.5) / 0.5)) * (_K1 + 1)
             group = [(index, 1.0)] if index is not None else []
-            docs = np.concatenate([self.doc_of[self.starts[i] : self.starts[i + 1]] for i, _ in group + others])
-            gains = np.concatenate(
-                [self.idf[i] * w * self.weight[self.starts[i] : self.starts[i + 1]] for i, w in group + others]
-            )
+            postings = [(self.starts[i], self.starts[i + 1], w) for i, w in group + others]
+            docs = np.concatenate([self.doc_of[a:b] for a, b, _ in postings])
+            gains = np.concatenate([self.idf[i] * w * self.weight[a:b] for (i, _), (a, b, w) in zip(group + others, postings)])
             order = np.lexsort((-gains, docs))  # per document, its best gain first
             docs, gains = docs[order], gains[order]
             first = np.ones(len(docs), dtype=bool)
             first[1:] = docs[1:] != docs[:-1]
             total[docs[first]] += gains[first]
-        return total / best if best > 0 else total
+        if best > 0:
+            total /= best
+            if exact is not total:
+                exact /= best
+        return total, exact

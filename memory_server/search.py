@@ -48,7 +48,7 @@ RELATED_SD = 1.5  # a document sharing only a related word (lexical.related_term
 ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its other documents gain
 ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
 # through its role for the user ("my husband")
-IDENTITY_SHARE = 0.5
+IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
 RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 
@@ -140,49 +140,53 @@ class GraphIndex:
         """How well each document answers `query`, in [0, 1] (0 for a document with no evidence: none of the query's
         words or of their related words, and a cosine that a static model also gives unrelated text), its BM25 share
         for the query's own words, and the query's usual score and spread in this memory."""
-        exact = self.lexical.scores(query)
         if embedder is None:
+            exact = self.lexical.scores(query)
             return exact.copy(), exact, float(exact.mean()) if len(exact) else 0.0, float(exact.std())
         alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
-        lexical = self.lexical.scores(query, alternatives) if alternatives else exact
+        lexical, exact = self.lexical.matches(query, alternatives)
         scores = self.embed(embedder) @ embedder.encode_query(query)
         np.clip(scores, 0.0, 1.0, out=scores)
         unsupported = exact == 0
-        if any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
-            unsupported &= ~_stands_out(scores)
-            if alternatives:  # a related word alone is weak evidence: it counts when the cosine agrees
-                unsupported &= ~((lexical > 0) & (scores >= scores.mean() + RELATED_SD * scores.std()))
+        if len(scores) and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+            mean, deviation = float(scores.mean()), float(scores.std())
+            unsupported &= ~_stands_out(scores, mean, deviation)
+            if lexical is not exact:  # a related word alone is weak evidence: it counts when the cosine agrees
+                unsupported &= ~((lexical > 0) & (scores >= mean + RELATED_SD * deviation))
         if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
             scores *= SEMANTIC_WEIGHT
             scores += (1 - SEMANTIC_WEIGHT) * lexical
         usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
         if spread > 0:
-            standing = self._standing(query, embedder, (scores - usual) / spread, unsupported)
-            scores = usual + spread * standing
+            scores -= usual
+            scores /= spread
+            self._pool(query, embedder, scores, unsupported)
+            scores *= spread
+            scores += usual
         scores[unsupported] = 0.0
         return scores, exact, usual, spread
 
-    def _standing(self, query: str, embedder: Embedder, standing: np.ndarray, unsupported: np.ndarray) -> np.ndarray:
-        """How far each document stands above the query's usual score (in standard deviations), counting what its
-        entity says too: each document gains ENTITY_POOL times the standing of its entity's best supported document
-        ("Renate: Retired pharmacist" answers "what did my mother do" because "Renate: Hannah's mother" does), and
-        for a first-person question, the documents of the entity asked about through its role for the user gain
-        ROLE_SHARE of the best standing, and count as supported (`unsupported` is updated). Pooling alone supports
-        nothing: it reorders documents that have evidence of their own."""
+    def _pool(self, query: str, embedder: Embedder, standing: np.ndarray, unsupported: np.ndarray) -> None:
+        """Add to each supported document's standing (how many standard deviations its score stands above the
+        query's usual one) what its entity says: ENTITY_POOL times the standing of the entity's best document
+        ("Renate: Retired pharmacist" answers "what did my mother do" better because "Renate: Hannah's mother" does).
+        For a first-person question, the documents of the entity asked about through its role for the user gain
+        ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it is to the user), and
+        count as supported (`unsupported` is updated). Both arrays change in place."""
+        np.maximum(standing, 0.0, out=standing)
         evidenced = np.flatnonzero(~unsupported & (standing > 0))
         best = np.zeros(len(self.entities), dtype=standing.dtype)
         np.maximum.at(best, self.owner[evidenced], standing[evidenced])
-        pooled = best[self.owner]
-        np.maximum(standing, 0.0, out=standing)
-        standing += ENTITY_POOL * pooled
+        standing[evidenced] += ENTITY_POOL * best[self.owner[evidenced]]
         user = self.user if is_first_person(query) else None
         if user is not None:
             reached, identity = role_documents(self, user, query, embedder)
             top = max(float(standing.max()), 1.0)
+            newly = reached[unsupported[reached] | (standing[reached] <= 0)]
+            standing[newly] += ENTITY_POOL * best[self.owner[newly]]
             standing[reached] += ROLE_SHARE * top
             standing[identity] += IDENTITY_SHARE * top
             unsupported[reached] = False
-        return standing
 
     @property
     def user(self) -> User | None:
@@ -207,7 +211,7 @@ class GraphIndex:
         return self.name_doc[holders], self.name_doc[exact]
 
 
-def _stands_out(cosines: np.ndarray) -> np.ndarray:
+def _stands_out(cosines: np.ndarray, mean: float, deviation: float) -> np.ndarray:
     """Which documents the cosine alone makes relevant. A static model gives unrelated text high cosines (0.6 to
     0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the other
     documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less a
@@ -215,7 +219,7 @@ def _stands_out(cosines: np.ndarray) -> np.ndarray:
     if len(cosines) < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
         return cosines >= SMALL_MEMORY_COSINE
     bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(len(cosines))) - SEMANTIC_MARGIN)
-    return (cosines >= SEMANTIC_ALONE) & (cosines >= cosines.mean() + bar * cosines.std())
+    return cosines >= max(SEMANTIC_ALONE, mean + bar * deviation)
 
 
 def relevant(hits: Sequence[Hit]) -> list[Hit]:
