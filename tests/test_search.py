@@ -4,7 +4,7 @@ from hypothesis import strategies as st
 
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import LexicalIndex, is_first_person, tokenize
+from memory_server.lexical import LexicalIndex, is_first_person, related_terms, tokenize
 from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
 from memory_server.user import find_user
 from memory_server.store import GraphStore
@@ -269,6 +269,24 @@ def test_bm25_prefers_rarer_words_and_normalises_to_one():
     assert scores[1] == 0 and scores[0] > 0 and scores[2] > 0
     assert index.scores("zebra").max() == 0
     assert tokenize("Hiking hikes hiked stories story") == ["hike", "hike", "hike", "stori", "stori"]
+
+
+def test_a_related_word_earns_a_share_of_the_query_words_weight():
+    index = LexicalIndex([tokenize("Dana is Priya's manager"), tokenize("the boss of the band"), tokenize("tea")])
+    with_related, exact = index.matches("who is my boss", {"boss": [("manag", 0.3)]})
+    assert exact[0] == 0 and exact[1] > 0  # the query's own words only
+    assert 0 < with_related[0] < with_related[1] == exact[1]  # a related word is a partial match, never a full one
+    assert with_related[2] == 0
+    # A word the memory lacks still counts, as its rarest possible self: a related word alone stays partial.
+    only, _ = LexicalIndex([tokenize("Priya's manager"), tokenize("tea")]).matches("boss", {"boss": [("manag", 0.3)]})
+    assert 0 < only[0] < 0.5
+
+
+def test_related_terms_are_the_memorys_words_nearest_to_the_querys():
+    nearest = {"boss": [("bosses", 0.7), ("supervisor", 0.5), ("leader", 0.48), ("manager", 0.36)], "tea": []}
+    vocabulary = {term: n for n, term in enumerate(tokenize("supervisor leader manager boss tea"))}
+    found = related_terms("who is my boss, tea?", lambda word: nearest.get(word, []), vocabulary)
+    assert found == {"boss": [("supervisor", 0.25), ("leader", 0.24)]}  # in the memory, above the floor, weighted
 
 
 def test_stemming_variants_meet(tmp_path):
