@@ -39,6 +39,7 @@ from memory_server.models import (
     SuccessResult,
     inline_refs,
 )
+from memory_server.protocol import guard_requests
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
@@ -376,7 +377,7 @@ class MemoryTools:
         if skipped:
             note = f"not searched (no file can be resolved now): {', '.join(skipped)}"
             structured["search"]["note"] = "; ".join(filter(None, [structured["search"]["note"], note]))
-        warnings = self.contexts.registry.problems()
+        warnings = self.contexts.problems()
         warnings += [w for w in (self.contexts.store(r).take_warning() for r in searched) if w]
         if warnings:
             structured["warnings"] = warnings
@@ -385,7 +386,10 @@ class MemoryTools:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
-        config = self.contexts.registry.get(self.contexts.active_name)
+        try:
+            config = self.contexts.active_config()
+        except MemoryServerError as problem:
+            return self._failed(problem)
         resolved: ResolvedContext | None = None
         try:
             resolved = self.contexts.resolve_config(config, project_dir)
@@ -414,15 +418,14 @@ class MemoryTools:
         """The `context` object of a result: the context used, or the active one with no path when it has none."""
         if resolved is not None:
             return resolved.summary()
-        name = self.contexts.active_name
-        return {
-            "name": name,
-            "path": None,
-            "readOnly": self.contexts.read_only or self.contexts.registry.get(name).read_only,
-        }
+        try:
+            read_only = self.contexts.read_only or self.contexts.active_config().read_only
+        except MemoryServerError:
+            read_only = self.contexts.read_only
+        return {"name": self.contexts.active_name, "path": None, "readOnly": read_only}
 
     def _warnings(self, store: GraphStore | None) -> list[str]:
-        warnings = self.contexts.registry.problems()
+        warnings = self.contexts.problems()
         note = store.take_warning() if store is not None else None
         return warnings + [note] if note else warnings
 
@@ -555,6 +558,7 @@ def build_server(
         lifespan=lambda _server: live.running(),
     )
     add_resources(server, live, tools.describe_contexts)
+    guard_requests(server._lowlevel_server)  # noqa: SLF001
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:
         tools.roots_changed()
@@ -622,7 +626,7 @@ def _graph_reader(select: Callable[[KnowledgeGraph], tuple[list[Entity], list[Re
 def _error(
     resolved: ResolvedContext | None, warnings: list[str], message: str, unresolved_name: str | None = None
 ) -> CallToolResult:
-    text = present.text(resolved, warnings, message, unresolved_name)
+    text = present.text(resolved, [w for w in warnings if w != message], message, unresolved_name)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
