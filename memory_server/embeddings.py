@@ -14,15 +14,17 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import filelock
 import numpy as np
 
-from memory_server.files import write_atomically
+from memory_server.files import lock_path_for, locked, remove_stale_temp_files, write_atomically
 
 logger = logging.getLogger(__name__)
 
 BUNDLED_MODEL = Path(__file__).resolve().parent / "model"
 BUNDLED_NAME = "bundled:all-MiniLM-L6-v2-static-256"
 OFF = "none"
+CACHE_LOCK_TIMEOUT = 5.0  # seconds; a save that cannot have the lock is skipped, the vectors are saved next time
 
 
 class Embedder:
@@ -35,6 +37,9 @@ class Embedder:
         self._memo: dict[bytes, np.ndarray] = {}
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
+        # Every process using this cache saves under this lock, so a temporary file found while holding it was left
+        # by a writer that was killed: it is swept then.
+        self._cache_lock = filelock.FileLock(lock_path_for(self._cache_file), thread_local=False) if cache_dir else None
         self._unsaved = 0
         self._save_timer: threading.Timer | None = None
         self._load_cache()
@@ -77,10 +82,16 @@ class Embedder:
             self._unsaved = 0
         buffer = io.BytesIO()
         np.savez(buffer, keys=keys, vectors=vectors)
+        assert self._cache_lock is not None
         try:
-            write_atomically(self._cache_file, buffer.getvalue())
-        except OSError as problem:
+            self._cache_file.parent.mkdir(parents=True, exist_ok=True)
+            with locked(self._cache_lock, CACHE_LOCK_TIMEOUT):
+                remove_stale_temp_files(self._cache_file)
+                write_atomically(self._cache_file, buffer.getvalue())
+        except OSError as problem:  # a full disk, a busy lock...: the cache is only a cache
             logger.warning("Could not save the vector cache %s: %s", self._cache_file, problem)
+            with self._lock:
+                self._unsaved += 1  # try again at the next save
 
     def _encode_new(self, texts: list[str]) -> np.ndarray:
         # The tokenizer takes only valid Unicode: a lone surrogate (which JSON allows) becomes "?".
