@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
@@ -23,7 +23,7 @@ from pydantic import Field, ValidationError
 
 from memory_server import __version__, present
 from memory_server.contexts import Contexts, ResolvedContext, new_context
-from memory_server.errors import MemoryServerError, ReadOnlyError
+from memory_server.errors import MemoryServerError, ReadOnlyError, echo
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
     EntitiesResult,
@@ -578,15 +578,25 @@ async def serve_stdio(server: MCPServer) -> None:
 
 
 class _Tool(Tool):
-    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report)."""
+    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report), and whose
+    crashes say what happened (instead of only "Error executing tool")."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except ToolError as problem:
-            if not isinstance(problem.__cause__, ValidationError):
+            cause = problem.__cause__
+            if isinstance(cause, ValidationError):
+                text = present.argument_problems(self.name, cause.errors())
+            elif isinstance(problem, UnexpectedToolError) and cause is not None:  # a bug of ours
+                logger.error("%s crashed", self.name, exc_info=cause)
+                text = (
+                    f"{self.name} failed on an unexpected error ({type(cause).__name__}: {echo(str(cause))}); this is "
+                    "a bug in the memory server, whose log on stderr has the details. Check the arguments for unusual "
+                    "characters, and read the memory before retrying a change."
+                )
+            else:
                 raise
-            text = present.argument_problems(self.name, problem.__cause__.errors())
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
