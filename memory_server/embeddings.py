@@ -35,11 +35,9 @@ class Embedder:
         self.name = name
         self.dim = int(model.dim)  # type: ignore[attr-defined]
         self._memo: dict[bytes, np.ndarray] = {}
+        self._vocabulary: frozenset[str] | None = None
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
-        # Every process using this cache saves under this lock, so a temporary file found while holding it was left
-        # by a writer that was killed: it is swept then.
-        self._cache_lock = filelock.FileLock(lock_path_for(self._cache_file), thread_local=False) if cache_dir else None
         self._unsaved = 0
         self._save_timer: threading.Timer | None = None
         self._load_cache()
@@ -59,6 +57,15 @@ class Embedder:
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._encode_new([text])[0]
+
+    def knows(self, word: str) -> bool:
+        """Whether `word` (lower-case) is a whole word of the model's vocabulary, not pieced together from
+        fragments as "asdf" or "qwerty" are: the model's vector for a text of such fragments means nothing."""
+        if self._vocabulary is None:
+            tokenizer = getattr(self._model, "tokenizer", None)
+            vocabulary = tokenizer.get_vocab() if tokenizer is not None else None
+            self._vocabulary = frozenset(w.lower() for w in vocabulary) if vocabulary else frozenset()
+        return not self._vocabulary or word in self._vocabulary
 
     def save_soon(self, delay: float = 5.0) -> None:
         """Save new vectors a little later, so a burst of changes costs one write of the cache."""
@@ -82,10 +89,12 @@ class Embedder:
             self._unsaved = 0
         buffer = io.BytesIO()
         np.savez(buffer, keys=keys, vectors=vectors)
-        assert self._cache_lock is not None
         try:
             self._cache_file.parent.mkdir(parents=True, exist_ok=True)
-            with locked(self._cache_lock, CACHE_LOCK_TIMEOUT):
+            # Every process sharing the cache saves under this lock, so a temporary file found while holding it
+            # was left by a saver that was killed: it is swept then.
+            lock = filelock.FileLock(lock_path_for(self._cache_file), thread_local=False)
+            with locked(lock, CACHE_LOCK_TIMEOUT):
                 remove_stale_temp_files(self._cache_file)
                 write_atomically(self._cache_file, buffer.getvalue())
         except OSError as problem:  # a full disk, a busy lock...: the cache is only a cache

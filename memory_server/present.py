@@ -81,12 +81,11 @@ def context_line(item: dict[str, Any]) -> str:
 
 def header(resolved: ResolvedContext | None, unresolved_name: str | None = None) -> str:
     if resolved is not None:
-        return f"[memory: {resolved.name} → {resolved.path}]"
+        note = f" ({resolved.note})" if resolved.note else ""
+        return f"[memory: {resolved.name} → {resolved.path}]{note}"
     if not unresolved_name:
         return ""
-    shown = (
-        unresolved_name if len(unresolved_name) <= ECHO_LIMIT else echo(unresolved_name)
-    )  # a name sent by the caller
+    shown = unresolved_name if len(unresolved_name) <= ECHO_LIMIT else echo(unresolved_name)  # sent by the caller
     return f"[memory: {shown} → (no file)]"
 
 

@@ -33,10 +33,10 @@ from memory_server.files import (
     write_atomically,
 )
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH
+from memory_server.templates import is_template
 
 DEFAULT_CONTEXT = "default"
 REGISTRY_FILE = "contexts.json"
-PROJECT_PLACEHOLDERS = ("{projectDir}", "<projectDir>")
 NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 _FIX_ADVICE = "Fix the file by hand; the server never overwrites it."
 _CREATE_ADVICE = "add_context and persist=true need that folder to be writable, with free space."
@@ -95,7 +95,7 @@ class ContextConfig(BaseModel):
     def project_based(self) -> bool:
         if self.is_project_based is not None:
             return self.is_project_based
-        return any(p in self.path for p in PROJECT_PLACEHOLDERS)
+        return is_template(self.path)
 
     @property
     def rules(self) -> DetectionRules:
@@ -114,7 +114,6 @@ class ContextRegistry:
         self.file = self.directory / REGISTRY_FILE
         self.default_path = default_path
         self.lock_timeout = lock_timeout
-        self._lock = filelock.FileLock(lock_path_for(self.file), thread_local=False)
         self._mutex = threading.RLock()
         self._stamp: Stamp | None = None  # the state of the file last read, None: read it again
         self._read_once = False  # a good reading exists, so a bad moment keeps it rather than losing the contexts
@@ -267,7 +266,7 @@ class ContextRegistry:
         self._swept = True
         if not any(self.directory.glob(glob.escape(temp_prefix(self.file)) + "*.tmp")):
             return
-        with contextlib.suppress(MemoryServerError), locked(self._lock, 0):  # busy: writing; the next start sweeps
+        with contextlib.suppress(MemoryServerError), locked(self._lock_in_directory(), 0):  # busy: next start sweeps
             remove_stale_temp_files(self.file)
 
     def _edit(self, change: Any) -> None:
@@ -299,7 +298,7 @@ class ContextRegistry:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as problem:
             raise MemoryFileError(self.file, "create the folder of", problem) from problem
-        return self._lock
+        return filelock.FileLock(lock_path_for(self.file), thread_local=False)  # placed anew: see lock_path_for
 
 
 @dataclass
