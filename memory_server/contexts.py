@@ -352,6 +352,21 @@ class Contexts:
         project = find_project(start.folder, rules.markers, rules.max_depth, context=config.name, origin=start.origin)
         return ResolvedContext(config.name, project_path(config.path, project), config, read_only, project)
 
+    def resolve_every(self, project_dir: str | None = None) -> tuple[list[ResolvedContext], list[str]]:
+        """Every context whose file can be worked out now, each file once (the first name of a file wins), and the
+        names of the contexts that cannot be resolved now."""
+        resolved: list[ResolvedContext] = []
+        unresolved: list[str] = []
+        for config in self.registry.contexts():
+            try:
+                context = self.resolve_config(config, project_dir)
+            except MemoryServerError:
+                unresolved.append(config.name)
+                continue
+            if all(r.path != context.path for r in resolved):
+                resolved.append(context)
+        return resolved, unresolved
+
     def start(self, project_dir: str | None = None) -> Start:
         """Where project detection starts: the call's projectDir, MEMORY_PROJECT_DIR, the client's first
         workspace root, else the server's current folder."""
