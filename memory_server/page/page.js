@@ -34,10 +34,20 @@
   var hiddenTypes = new Set();
   var highlight = null; // ids matching the search, or null
   var selected = null;
+  var found = []; // entities matching the search, best first
   var colors = {};
   var state = window.memoryView = {
     entities: nodes.length, relations: links.length, missing: raw.missing,
-    shownEntities: 0, shownRelations: 0, settled: false, ticks: 0, layoutMs: null, selected: null
+    shownEntities: 0, shownRelations: 0, visibleEntities: 0, settled: false, ticks: 0, layoutMs: null,
+    selected: null, matches: null,
+    // Where an entity is drawn, in page coordinates (for a test to click it), or null if it is not drawn.
+    screenPosition: function (name) {
+      var node = nodes.find(function (n) { return n.name === name; });
+      if (!node || !shown.has(node.id) || node.x === undefined) return null;
+      var point = graph.graph2ScreenCoords(node.x, node.y);
+      var box = container.getBoundingClientRect();
+      return { x: box.left + point.x, y: box.top + point.y };
+    }
   };
 
   var $ = function (id) { return document.getElementById(id); };
@@ -68,6 +78,20 @@
     .onBackgroundClick(function () { select(null); });
   graph.d3Force("charge").strength(-40).distanceMax(400);
   graph.d3Force("link").distance(30);
+  graph.d3Force("gravity", gravity(0.06)); // keeps entities without relations from drifting off
+
+  function gravity(strength) {
+    // d3's forceX/forceY towards the centre; the UMD build of force-graph does not export them.
+    var members = [];
+    function force(alpha) {
+      for (var i = 0; i < members.length; i++) {
+        members[i].vx -= members[i].x * strength * alpha;
+        members[i].vy -= members[i].y * strength * alpha;
+      }
+    }
+    force.initialize = function (nodes) { members = nodes; };
+    return force;
+  }
 
   var layoutStart = performance.now();
   readColors();
@@ -89,7 +113,7 @@
     timer = setTimeout(function () { search(searchBox.value); }, 120);
   });
   searchBox.addEventListener("keydown", function (event) {
-    if (event.key === "Enter" && state.matches && state.matches.length) select(state.matches[0], true);
+    if (event.key === "Enter" && found.length) select(found[0], true);
     if (event.key === "Escape") { searchBox.value = ""; search(""); }
   });
   if (window.matchMedia) {
@@ -123,6 +147,7 @@
     var visibleLinks = links.filter(function (l) { return shown.has(end(l.source)) && shown.has(end(l.target)); });
     state.shownEntities = shown.size;
     state.shownRelations = visibleLinks.length;
+    countVisible();
     state.settled = false;
     layoutStart = performance.now();
     graph.graphData({
@@ -188,7 +213,7 @@
   }
 
   function drawLinkLabel(l, ctx, scale) {
-    if (!(scale > 2.5 || (selected && touches(l)))) return;
+    if (!(scale > 4 || (selected && touches(l)))) return;
     if (typeof l.source !== "object" || l.source.x === undefined) return;
     label(ctx, l.label, (l.source.x + l.target.x) / 2, (l.source.y + l.target.y) / 2 - 5 / scale, scale, 10);
   }
@@ -258,6 +283,7 @@
     box.textContent = "";
     if (!q) {
       highlight = null;
+      found = [];
       state.matches = null;
       box.hidden = true;
       redraw();
@@ -274,7 +300,8 @@
     });
     matches.sort(function (a, b) { return (where[a.id] === "" ? 0 : 1) - (where[b.id] === "" ? 0 : 1) || b.degree - a.degree; });
     highlight = new Set(matches.map(function (n) { return n.id; }));
-    state.matches = matches;
+    found = matches;
+    state.matches = matches.map(function (n) { return n.name; });
     box.hidden = false;
     box.appendChild(el("h2", null, matches.length + (matches.length === 1 ? " match" : " matches")));
     var list = el("ul");
@@ -327,6 +354,13 @@
   function refilter() {
     // Visibility only: the layout stays where it settled.
     graph.nodeVisibility(graph.nodeVisibility()).linkVisibility(graph.linkVisibility());
+    countVisible();
+  }
+
+  function countVisible() {
+    var visible = 0;
+    shown.forEach(function (id) { if (!hiddenTypes.has(nodes[id].type)) visible++; });
+    state.visibleEntities = visible;
   }
 
   function typeTag(type) {
