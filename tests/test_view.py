@@ -186,6 +186,17 @@ def test_light_and_dark_themes_follow_the_system_and_the_toggle(browser, tmp_pat
     page.context.close()
 
 
+def test_an_empty_memory_says_so(browser, tmp_path):
+    path = tmp_path / "empty.html"
+    path.write_text(render_page(KnowledgeGraph(), "new", tmp_path / "m.jsonl"), encoding="utf-8")
+    page, problems = open_page(browser, path)
+    state = settle(page)
+    assert (state["entities"], state["shownEntities"]) == (0, 0)
+    assert page.locator("#counts").inner_text() == "This memory is empty."
+    assert problems == []
+    page.context.close()
+
+
 def test_five_thousand_entities_load_and_the_layout_stops(browser, tmp_path):
     path = tmp_path / "big.html"
     path.write_text(render_page(big_graph(5000), "big", tmp_path / "big.jsonl"), encoding="utf-8")
