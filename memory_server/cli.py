@@ -33,11 +33,14 @@ more of each command. Every option can also be set by the environment variable i
 SHARED_HELP = f"The options of `{APP} --help` (--memory-path, --contexts-directory, ...) work here too."
 
 SERVER = (None, "serve")
+GIT_COMMANDS = ("merge-driver", "install-merge-driver")  # merge.MERGE_COMMAND, merge.INSTALL_COMMAND
 
 
 def cli(*args: str) -> None:
-    """Parse `args` (default: sys.argv) and run what they ask for: the stdio server, or a command."""
+    """Parse `args` (default: sys.argv) and run what they ask for: the stdio server, a git command, or a command."""
     options = parse_options(args or None)
+    if options.command in GIT_COMMANDS:  # git runs these: nothing to set up, no logging of ours
+        sys.exit(_git_command(options))
     serving = options.command in SERVER
     level = options.log_level or ("info" if serving else "warning")
     logging.basicConfig(
@@ -107,6 +110,29 @@ def embeddings(options: argparse.Namespace) -> EmbedderSlot:
 def view_folder() -> Path:
     """Where `view` writes its page unless told otherwise: a cache, never the current folder (it may be a project)."""
     return _cache_home() / APP / "view"
+
+
+def _git_command(options: argparse.Namespace) -> int:
+    """`merge-driver BASE OURS THEIRS`, which git runs, and `install-merge-driver [PATTERN ...]`."""
+    from memory_server import merge
+
+    name = options.command
+    if name == merge.MERGE_COMMAND:
+        try:
+            result = merge.merge_files(options.base, options.ours, options.theirs)
+        except OSError as problem:
+            print(f"{APP} {name}: {problem}; {options.ours} is left as it was", file=sys.stderr)
+            return 2
+        for conflict in result.conflicts:
+            print(f"{APP} {name}: conflict in {options.ours}: {conflict}", file=sys.stderr)
+        return 1 if result.conflicts else 0
+    try:
+        steps = merge.install(options.repository or Path.cwd(), options.patterns or list(merge.DEFAULT_PATTERNS))
+    except merge.MergeSetupError as problem:
+        print(f"{APP} {name}: {problem}", file=sys.stderr)
+        return 2
+    print("\n".join(steps))
+    return 0
 
 
 def _single_threaded_blas() -> None:
@@ -199,9 +225,10 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
     add(
         "--project-boost",
         type=float,
-        metavar="SCORE",
-        default=env("MEMORY_PROJECT_BOOST") or "0.15",
-        help="added to this project's hits in a search of every context [MEMORY_PROJECT_BOOST] (0.15)",
+        metavar="SHARE",
+        default=env("MEMORY_PROJECT_BOOST") or "0.05",
+        help="how much this project's relevant hits grow in a search of every context [MEMORY_PROJECT_BOOST] "
+        "(default: 0.05)",
     )
     add(
         "--log-level",
@@ -271,6 +298,28 @@ def _command_options(commands: Any) -> None:
     context_option(sub)
     sub.add_argument("--out", type=Path, metavar="FILE.html", help=f"where (default: {view_folder()}/NAME.html)")
     sub.add_argument("--open", action="store_true", help="open it in the web browser")
+    _git_command_options(commands)
+
+
+def _git_command_options(commands: Any) -> None:
+    """The git merge driver's commands (merge.py): git runs the first, a person the second, once per repository."""
+    summary = "three-way merge of a memory file, run by git (%O %A %B); the result goes to OURS"
+    sub = commands.add_parser(
+        GIT_COMMANDS[0], prog=f"{APP} {GIT_COMMANDS[0]}", help="git's merge driver for memory files", description=summary
+    )
+    for side in ("base", "ours", "theirs"):
+        sub.add_argument(side, type=Path, metavar=side.upper())
+    summary = "set up the git repository of this folder to merge memory files with merge-driver"
+    sub = commands.add_parser(
+        GIT_COMMANDS[1], prog=f"{APP} {GIT_COMMANDS[1]}", help="set up merge-driver in a git repository", description=summary
+    )
+    sub.add_argument(
+        "patterns",
+        nargs="*",
+        metavar="PATTERN",
+        help="files to merge this way, as .gitattributes patterns (default: .ai-memory.jsonl)",
+    )
+    sub.add_argument("--repository", type=Path, help="a folder of the repository (default: the current folder)")
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:

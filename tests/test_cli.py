@@ -120,3 +120,16 @@ def test_every_command_has_a_help_page():
             [sys.executable, "-m", "memory_server", command, "--help"], capture_output=True, text=True
         )
         assert done.returncode == 0 and done.stdout.startswith(f"usage: mcp-memory-contexts {command}")
+
+
+def test_the_git_commands_are_the_ones_merge_installs():
+    from memory_server import merge
+
+    assert cli.GIT_COMMANDS == (merge.MERGE_COMMAND, merge.INSTALL_COMMAND)
+    options = cli.parse_options(["merge-driver", "base", "ours", "theirs"])
+    assert (options.command, options.base, options.ours, options.theirs) == (
+        "merge-driver",
+        Path("base"),
+        Path("ours"),
+        Path("theirs"),
+    )
