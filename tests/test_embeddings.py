@@ -140,3 +140,16 @@ def test_a_killed_savers_temp_file_is_swept_under_the_cache_lock(tiny_model, tmp
     model = Counting(tiny_model)
     Embedder(model, "tiny", cache_dir=folder).encode(["cat", "dog"])
     assert model.seen == []  # both saved, the vector that waited for the lock included
+
+
+def test_long_encodes_report_progress_in_steps(tiny_model, monkeypatch):
+    from memory_server import embeddings
+
+    monkeypatch.setattr(embeddings, "PROGRESS_STEP", 4)
+    embedder = Embedder(tiny_model, "tiny")
+    reports = []
+    embedder.on_progress = lambda done, total: reports.append((done, total))
+    texts = [f"cat dog {i}" for i in range(10)]
+    vectors = embedder.encode(texts)
+    assert reports == [(4, 10), (8, 10), (10, 10)]
+    assert np.allclose(vectors, Embedder(tiny_model, "tiny").encode(texts))  # the same vectors in one go
