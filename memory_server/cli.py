@@ -63,7 +63,11 @@ def cli(*args: str) -> None:
     )
     embeddings = EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
     server = build_server(
-        contexts, Searcher(embeddings), context_admin=not options.no_context_admin, project_boost=options.project_boost
+        contexts,
+        Searcher(embeddings),
+        context_admin=not options.no_context_admin,
+        project_boost=options.project_boost,
+        max_result_tokens=options.max_result_tokens,
     )
     anyio.run(serve_stdio, server)
 
@@ -144,6 +148,13 @@ def _parser() -> argparse.ArgumentParser:
         "(default: 0.15)",
     )
     parser.add_argument(
+        "--max-result-tokens",
+        type=_token_count,
+        metavar="N",
+        default=env("MEMORY_MAX_RESULT_TOKENS") or "20000",
+        help="most tokens per result, 0: no limit [MEMORY_MAX_RESULT_TOKENS] (default: 20000)",
+    )
+    parser.add_argument(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
         type=str.lower,
@@ -201,4 +212,14 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
     if not number > 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be more than 0 seconds")
+    return number
+
+
+def _token_count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of tokens") from None
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be 0 (no limit) or more")
     return number
