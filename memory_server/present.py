@@ -109,16 +109,14 @@ def _is_placeholder(value: Any) -> bool:
 
 def overview_lines(overview: dict[str, Any], tokens: int, budget: int) -> list[str]:
     """The opening lines of a graph too large for one result: its size, its types, its hubs."""
-    types = ", ".join(f"{_compact(t)} {n:,}" for t, n in overview["entityTypes"].items())
+    types = ", ".join(f"{_compact(t)} {n}" for t, n in overview["entityTypes"].items())
     if overview.get("otherTypes"):
-        types += f" and {overview['otherTypes']:,} more types"
-    hubs = ", ".join(
-        f"{_compact(h['name'])} ({h['entityType']}, {h['relations']:,})" for h in overview["mostConnected"]
-    )
+        types += f" and {overview['otherTypes']} more types"
+    hubs = ", ".join(f"{_compact(h['name'])} ({h['entityType']}, {h['relations']})" for h in overview["mostConnected"])
     size = (
-        f"This memory holds {overview['entities']:,} entities, {overview['relations']:,} relations and "
-        f"{overview['observations']:,} observations: about {tokens:,} tokens, more than one result may hold "
-        f"({budget:,}). It comes in pages; this first one starts with an overview."
+        f"This memory holds {overview['entities']} entities, {overview['relations']} relations and "
+        f"{overview['observations']} observations: about {tokens} tokens, more than one result may hold "
+        f"({budget}). It comes in pages; this first one starts with an overview."
     )
     return [
         size,
@@ -136,16 +134,20 @@ def narrowing(types: dict[str, int]) -> str:
 
 
 def no_such_type(entity_type: str, types: dict[str, int]) -> str:
-    known = ", ".join(f"{_compact(t)} ({n:,})" for t, n in types.items()) or "none; the memory is empty"
+    known = ", ".join(f"{_compact(t)} ({n})" for t, n in types.items()) or "none; the memory is empty"
     return f"No entity has the type {_compact(entity_type)}. Types in this memory: {known}."
 
 
 def range_line(listing: Any, start: int, end: int, what: str = "entities") -> str:
-    """Which part of a listing a page holds, e.g. `Entities 1–212 of 2,000; relations 1–31 of 2,000.`"""
+    """Which part of a listing a page holds, e.g. `Entities 1–212 of 2000 (1788 more on the next pages);
+    relations 1–31 of 2000.`"""
     first_entity, last_entity = listing.entities_before(start), listing.entities_before(end)
     relations_before = start - first_entity
     relations_to = end - last_entity
-    parts = [f"{what.capitalize()} {_span(first_entity, last_entity, listing.entity_count)}"]
+    entities = f"{what.capitalize()} {_span(first_entity, last_entity, listing.entity_count)}"
+    if last_entity < listing.entity_count:
+        entities += f" ({listing.entity_count - last_entity} more on the next pages)"
+    parts = [entities]
     if listing.relation_count:
         parts.append(f"relations {_span(relations_before, relations_to, listing.relation_count)}")
     last = " (the last page)" if end >= len(listing) and start > 0 else ""
@@ -154,8 +156,8 @@ def range_line(listing: Any, start: int, end: int, what: str = "entities") -> st
 
 def _span(before: int, upto: int, total: int) -> str:
     if upto <= before:
-        return f"none of {total:,} on this page"
-    return f"{before + 1:,}–{upto:,} of {total:,}"
+        return f"none of {total} on this page"
+    return f"{before + 1}–{upto} of {total}"
 
 
 def next_line(call: Call, cursor: str | None, narrow: str) -> str:

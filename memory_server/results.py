@@ -194,7 +194,7 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
     )
     narrow = "Or narrow it: a longer query" + (", a smaller limit" if asked.mode != "keyword" else "")
     if asked.mode == "keyword":
-        narrow += ', or mode="hybrid" for the best matches first'
+        narrow += ', limit=N for the first N only, or mode="hybrid" for the best matches first'
 
     def render(items: Sequence[Labelled], end: int, note: str | None) -> Shaped:
         shown = {(label, r.name): r for label, r in items if isinstance(r, Entity)}
@@ -231,7 +231,7 @@ def echo(items: list[dict[str, Any]], key: str, budget: Budget, done: str, count
     whole: Shaped = ({key: items}, present.as_json(items))
     if budget.fits(*whole):
         return whole
-    counted = ", ".join(f"{number:,} {what}" for what, number in counts.items())
+    counted = ", ".join(f"{number} {what}" for what, number in counts.items())
 
     def build(n: int) -> Shaped:
         shown = items[:n]

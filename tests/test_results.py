@@ -96,7 +96,7 @@ def test_the_first_page_of_a_large_graph_starts_with_an_overview_and_says_what_n
     assert overview["entities"] == 2000 and sum(overview["entityTypes"].values()) == 2000
     assert overview["mostConnected"][0]["relations"] >= overview["mostConnected"][-1]["relations"]
     assert structured["total"] == {"entities": 2000, "relations": len(graph_2000.relations)}
-    assert text.startswith("This memory holds 2,000 entities")
+    assert text.startswith("This memory holds 2000 entities")
     last = text.splitlines()[-1]
     assert f'read_graph(cursor="{structured["nextCursor"]}")' in last
     assert "entityType=" in last and "search_nodes" in last and "open_nodes" in last
@@ -218,7 +218,7 @@ def test_a_keyword_search_beyond_the_budget_is_cut_and_pages(keyword_store):
     assert within(budget, shaped)
     matched = len(outcome.hits)
     assert structured["total"]["entities"] == matched > len(structured["entities"])
-    assert f"of {matched:,}" in text.splitlines()[0]
+    assert f"of {matched} ({matched - len(structured['entities'])} more on the next pages)" in text.splitlines()[0]
     assert 'search_nodes(query="coffee", mode="keyword", cursor=' in text.splitlines()[-1]
     names, relations = [], []
     while True:
@@ -244,7 +244,7 @@ def test_write_echoes_stay_short():
     structured, text = shaped = results.echo(items, "entities", Budget(), "Created", {"entities": 2000})
     assert within(Budget(), shaped) and json_tokens(structured) < Budget().max_tokens / 2
     assert structured["total"] == {"entities": 2000} and structured["entities"] == items[: len(structured["entities"])]
-    assert text.startswith("Created: 2,000 entities, all saved.")
+    assert text.startswith("Created: 2000 entities, all saved.")
     one = [{"entityName": "log", "addedObservations": ["line " * 40] * 3000}]
     structured, text = shaped = results.echo(one, "results", Budget(), "Added", {"entities": 1, "observations": 3000})
     assert within(Budget(), shaped) and "of 3000 addedObservations shown" in text
