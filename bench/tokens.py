@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -122,15 +121,7 @@ class Server:
     """One server over a bare JSON-RPC pipe (no SDK client: its cost grows with the square of an answer)."""
 
     def __init__(self, spec: vs.ServerSpec, cwd: Path) -> None:
-        self.proc = subprocess.Popen(
-            [spec.command, *spec.args],
-            env=spec.env,
-            cwd=cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        vs.RAW_PROCESSES.add(self.proc)
+        self.proc = vs.spawn(spec, cwd)
         self.next_id = 0
         init = self.request(
             "initialize",

@@ -19,6 +19,7 @@ import bisect
 import hashlib
 import heapq
 import json
+import threading
 import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -135,18 +136,21 @@ def cached(graph: KnowledgeGraph, key: Hashable, make: Callable[[], T]) -> T:
     a large graph orders it once. (Additions grow `records`, removals shrink the counts: the stamp below changes
     with every change of structure.)"""
     stamp = (len(graph.records), len(graph.entities), len(graph.relations))
-    remembered = _cache.setdefault(graph, {})
-    known = remembered.get(key)
+    with _cache_lock:
+        known = _cache.get(graph, {}).get(key)
     if known is not None and known[0] == stamp:
         return known[1]  # type: ignore[no-any-return]
-    if len(remembered) >= _CACHED_PER_GRAPH:
-        remembered.pop(next(iter(remembered)))
     value = make()
-    remembered[key] = (stamp, value)
+    with _cache_lock:
+        remembered = _cache.setdefault(graph, {})
+        if len(remembered) >= _CACHED_PER_GRAPH:
+            remembered.pop(next(iter(remembered)))
+        remembered[key] = (stamp, value)
     return value
 
 
 _CACHED_PER_GRAPH = 8
+_cache_lock = threading.Lock()  # resources are read on the event loop while tools run in worker threads
 # Weak keys: a graph replaced by a fresh read of its file takes what was remembered for it along.
 _cache: weakref.WeakKeyDictionary[KnowledgeGraph, dict[Hashable, tuple[tuple[int, int, int], Any]]] = (
     weakref.WeakKeyDictionary()
