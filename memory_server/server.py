@@ -278,7 +278,7 @@ class MemoryTools:
 
     async def add_context(
         self,
-        name: Annotated[str, Field(description="Letters, digits, '_', '-'")],
+        name: Annotated[str, Field(description="Name: letters, digits, '_', '-'")],
         path: Annotated[str, Field(description="A .jsonl file, or a template like '{projectDir}/.ai-memory.jsonl'")],
         ctx: Context,
         description: Annotated[str, Field(description="What this memory is for")] = "",
