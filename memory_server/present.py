@@ -81,7 +81,8 @@ def context_line(item: dict[str, Any]) -> str:
 
 def header(resolved: ResolvedContext | None, unresolved_name: str | None = None) -> str:
     if resolved is not None:
-        return f"[memory: {resolved.name} → {resolved.path}]"
+        note = f" ({resolved.note})" if resolved.note else ""
+        return f"[memory: {resolved.name} → {resolved.path}]{note}"
     return f"[memory: {unresolved_name} → (no file)]" if unresolved_name else ""
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
-from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -23,7 +21,7 @@ from pydantic import Field, ValidationError
 
 from memory_server import __version__, present, results
 from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
-from memory_server.contexts import Contexts, ResolvedContext, new_context
+from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError, ReadOnlyError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
@@ -40,6 +38,7 @@ from memory_server.models import (
     SuccessResult,
     lean_schema,
 )
+from memory_server.project import file_uri_path
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
 from memory_server.search import Mode, Searcher, Target
@@ -48,13 +47,16 @@ from memory_server.store import GraphStore
 
 logger = logging.getLogger(__name__)
 
-ContextArg = Annotated[str | None, Field(description="Memory context for this call (default: the active one)")]
-ProjectDirArg = Annotated[str | None, Field(description="Where to detect the project from (default: workspace)")]
+ContextArg = Annotated[str | None, Field(description="Memory context for this call only (default: active)")]
+ProjectDirArg = Annotated[
+    str | None,
+    Field(description="Project folder: a path (relative to the workspace) or file:// URI"),
+]
 CursorArg = Annotated[str | None, Field(description="nextCursor of the previous page")]
 
 EVERY_CONTEXT = "*"
 DEFAULT_LIMIT = 10
-PROJECT_BOOST = 0.15  # added to hits from the current project's context in a search across contexts
+PROJECT_BOOST = 0.05  # share by which the current project's relevant hits grow in a search of every context
 
 READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
@@ -169,8 +171,8 @@ class MemoryTools:
         detail: Annotated[
             Detail | None,
             Field(
-                description="'full' (default); 'summary': observationCount and relationCount instead of "
-                "observations; 'names': name and type. Relations come with 'full' only"
+                description="'full' (default), 'summary' (observation and relation counts) or 'names' (name, "
+                "type); relations only with 'full'"
             ),
         ] = None,
         entityType: Annotated[
@@ -279,7 +281,13 @@ class MemoryTools:
     async def add_context(
         self,
         name: Annotated[str, Field(description="Name: letters, digits, '_', '-'")],
-        path: Annotated[str, Field(description="A .jsonl file, or a template like '{projectDir}/.ai-memory.jsonl'")],
+        path: Annotated[
+            str,
+            Field(
+                description="A .jsonl file, or a template: '{projectDir}/.ai-memory.jsonl' (per worktree), "
+                "'{repoRoot}/...' (per repository), '~/.ai-memory/projects/{projectId}.jsonl'"
+            ),
+        ],
         ctx: Context,
         description: Annotated[str, Field(description="What this memory is for")] = "",
         markers: Annotated[list[str] | None, Field(description="Project markers, e.g. ['.git']")] = None,
@@ -347,9 +355,9 @@ class MemoryTools:
             version = store.version
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            failed = _error(resolved, self._warnings(store), str(problem), name or self.contexts.active_name)
+            failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
             return failed, store, False
-        warnings = self._warnings(store)
+        warnings = self._warnings(store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
@@ -396,6 +404,9 @@ class MemoryTools:
         if warnings:
             structured["warnings"] = warnings
         header = f"[memory: * → {', '.join(r.name for r in searched)}]"
+        shared = [r.name for r in searched if r.project_file]
+        if shared:
+            header += f" ({', '.join(shared)}: {PROJECT_FILE_NOTE})"
         text = "\n".join([header, *(f"Warning: {w}" for w in warnings), body])
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
@@ -407,6 +418,9 @@ class MemoryTools:
         except MemoryServerError as problem:
             info = present.context_info(self.contexts, config, None, str(problem))
             where = f"its file cannot be resolved now: {problem}"
+            fallback = self._resolve_active(project_dir)
+            if fallback is not None:
+                where += f" Until it can, the other tools use the '{fallback.name}' context ({fallback.path})"
         else:
             info = present.context_info(self.contexts, config, resolved, None)
             where = f"it uses {resolved.path}"
@@ -436,8 +450,8 @@ class MemoryTools:
             "readOnly": self.contexts.read_only or self.contexts.registry.get(name).read_only,
         }
 
-    def _warnings(self, store: GraphStore | None) -> list[str]:
-        warnings = self.contexts.registry.problems()
+    def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
+        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.registry.problems()]
         note = store.take_warning() if store is not None else None
         return warnings + [note] if note else warnings
 
@@ -450,7 +464,7 @@ class MemoryTools:
         structured["context"] = self._summary(resolved)
         if note:
             structured["message"] = note
-        warnings = self._warnings(None)
+        warnings = self._warnings(None, resolved)
         if warnings:
             structured["warnings"] = warnings
         body = "\n".join([*([note] if note else []), *(present.context_line(item) for item in structured["contexts"])])
@@ -459,7 +473,8 @@ class MemoryTools:
 
     def _failed(self, problem: Exception) -> CallToolResult:
         """An error result headed by the active context, for tools that are not about one memory file."""
-        return _error(self._resolve_active(None), self._warnings(None), str(problem), self.contexts.active_name)
+        resolved = self._resolve_active(None)
+        return _error(resolved, self._warnings(None, resolved), str(problem), self.contexts.active_name)
 
     def _resolve_active(self, project_dir: str | None) -> ResolvedContext | None:
         try:
@@ -484,7 +499,7 @@ class MemoryTools:
         except Exception as problem:  # a client that cannot answer leaves detection to the other rules
             logger.warning("Could not read the client's workspace roots: %s", problem)
             return
-        self.contexts.roots = [p for p in (_file_path(str(r.uri)) for r in result.roots) if p is not None]
+        self.contexts.roots = [p for p in (file_uri_path(str(r.uri)) for r in result.roots) if p is not None]
 
     def roots_changed(self) -> None:
         self._roots_stale = True
@@ -636,10 +651,3 @@ def _error(
 ) -> CallToolResult:
     text = present.text(resolved, warnings, message, unresolved_name)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-
-def _file_path(uri: str) -> Path | None:
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return None
-    return Path(unquote(parsed.path))

@@ -24,6 +24,7 @@ from memory_server.files import (
     copy_range,
     lock_path_for,
     locked,
+    remove_legacy_lock,
     remove_stale_temp_files,
     stamp_of,
     write_all,
@@ -43,7 +44,6 @@ class GraphStore:
     def __init__(self, path: Path, lock_timeout: float = 10.0) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
-        self._file_lock = filelock.FileLock(lock_path_for(path), thread_local=False)
         self._mutex = threading.RLock()  # tool calls run in worker threads
         self._graph: KnowledgeGraph | None = None
         self._stamp: Stamp | None = None
@@ -98,9 +98,11 @@ class GraphStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with locked(self._file_lock, self.lock_timeout):
+        lock_path = lock_path_for(self.path)  # at every acquisition: a `git init` around the file moves it
+        with locked(filelock.FileLock(lock_path, thread_local=False), self.lock_timeout):
             if not self._swept:  # the first time we hold the lock, clear what a killed writer left behind
                 remove_stale_temp_files(self.path)
+                remove_legacy_lock(self.path, lock_path)
                 self._swept = True
             yield
 
