@@ -237,7 +237,10 @@ _MAX_LISTED = 10
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:  # nested almost as deep as the parser allows: nothing short to show anyway
+        return "a value nested too deeply to show"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
