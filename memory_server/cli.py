@@ -395,10 +395,8 @@ def _positive_int(value: str) -> int:
 
 
 def _token_count(value: str) -> int:
+    """A number of tokens, or 0 for no limit."""
     try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of tokens") from None
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be 0 (no limit) or more")
-    return number
+        return 0 if value.strip() == "0" else _positive_int(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{value!r} must be a whole number of tokens, or 0 for no limit") from None
