@@ -11,19 +11,23 @@ import hashlib
 import io
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import filelock
 import numpy as np
 
-from memory_server.files import write_atomically
+from memory_server.files import lock_path_for, locked, remove_stale_temp_files, write_atomically
 
 logger = logging.getLogger(__name__)
 
 BUNDLED_MODEL = Path(__file__).resolve().parent / "model"
 BUNDLED_NAME = "bundled:all-MiniLM-L6-v2-static-256"
 OFF = "none"
+CACHE_LOCK_TIMEOUT = 5.0  # seconds; a save that cannot have the lock is skipped, the vectors are saved next time
+PROGRESS_STEP = 4096  # texts encoded between two progress reports
 
 
 class Embedder:
@@ -41,6 +45,8 @@ class Embedder:
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
         self._unsaved = 0
         self._save_timer: threading.Timer | None = None
+        # Told (done, total) as a long encode goes: the command line draws a progress bar with it.
+        self.on_progress: Callable[[int, int], None] | None = None
         self._load_cache()
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -49,7 +55,7 @@ class Embedder:
         with self._lock:
             missing = {k: t for k, t in zip(keys, texts) if k not in self._memo}
             if missing:
-                vectors = self._encode_new(list(missing.values()))
+                vectors = self._encode_reporting(list(missing.values()))
                 self._memo.update(zip(missing.keys(), vectors))
                 self._unsaved += len(missing)
             if not keys:
@@ -106,9 +112,26 @@ class Embedder:
         buffer = io.BytesIO()
         np.savez(buffer, keys=keys, vectors=vectors)
         try:
-            write_atomically(self._cache_file, buffer.getvalue())
-        except OSError as problem:
+            self._cache_file.parent.mkdir(parents=True, exist_ok=True)
+            # Every process sharing the cache saves under this lock, so a temporary file found while holding it
+            # was left by a saver that was killed: it is swept then.
+            lock = filelock.FileLock(lock_path_for(self._cache_file), thread_local=False)
+            with locked(lock, CACHE_LOCK_TIMEOUT):
+                remove_stale_temp_files(self._cache_file)
+                write_atomically(self._cache_file, buffer.getvalue())
+        except OSError as problem:  # a full disk, a busy lock...: the cache is only a cache
             logger.warning("Could not save the vector cache %s: %s", self._cache_file, problem)
+            with self._lock:
+                self._unsaved += 1  # try again at the next save
+
+    def _encode_reporting(self, texts: list[str]) -> np.ndarray:
+        if self.on_progress is None or len(texts) <= PROGRESS_STEP:
+            return self._encode_new(texts)
+        parts = []
+        for start in range(0, len(texts), PROGRESS_STEP):
+            parts.append(self._encode_new(texts[start : start + PROGRESS_STEP]))
+            self.on_progress(start + len(parts[-1]), len(texts))
+        return np.concatenate(parts)
 
     def _encode_new(self, texts: list[str]) -> np.ndarray:
         # The tokenizer takes only valid Unicode: a lone surrogate (which JSON allows) becomes "?".
