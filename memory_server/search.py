@@ -30,8 +30,8 @@ import numpy as np
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, related_terms, tokenize, words
-from memory_server.user import User, role_documents, user_of
 from memory_server.store import GraphStore
+from memory_server.user import User, role_documents, user_of
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
