@@ -9,8 +9,9 @@ entities, written as an assistant would have stored it, with questions asked as 
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
-For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the answerable questions, and, for the
-questions the memory cannot answer, how many matches came back on average and how many came back empty.
+For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the answerable questions, how many matches
+came back, and, for the questions the memory cannot answer, how many came back on average and how many came back
+empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|tom] [--misses] [--mode hybrid]
 """
@@ -18,12 +19,14 @@ questions the memory cannot answer, how many matches came back on average and ho
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_server import lexical, search, user
+from memory_server import present
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.search import Searcher, Target
@@ -130,9 +133,12 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
     first_ranks: list[int | None] = []
     empty_returned: list[int] = []
     returned: list[int] = []
+    characters: list[int] = []
     for question in questions:
         outcome = searcher.search(targets, question.text, mode, LIMIT, None)
         found = [(h.hit.entity.name, h.hit.observation) for h in outcome.hits]
+        structured, text = present.search_result(outcome)
+        characters.append(max(len(text), len(json.dumps(structured, ensure_ascii=False))))
         if not question.answers:
             empty_returned.append(len(found))
             if misses and found:
@@ -153,6 +159,7 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
         "hit@3": statistics.fmean(r is not None and r <= 3 for r in first_ranks),
         "MRR": statistics.fmean(1 / r if r else 0.0 for r in first_ranks),
         "returned": statistics.fmean(returned),
+        "characters": statistics.fmean(characters),
         "none n": len(empty_returned),
         "none returned": statistics.fmean(empty_returned) if empty_returned else 0.0,
         "none empty": sum(n == 0 for n in empty_returned),
@@ -161,9 +168,10 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
 
 def override(settings: list[str]) -> None:
     """Set constants of the ranking modules (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
+    modules = [importlib.import_module(f"memory_server.{name}") for name in ("search", "lexical", "user") if settings]
     for setting in settings:
         name, _, value = setting.partition("=")
-        module = next((m for m in (search, lexical, user) if hasattr(m, name)), None)
+        module = next((m for m in modules if hasattr(m, name)), None)
         if module is None:
             raise SystemExit(f"no constant {name} in memory_server.search, .lexical or .user")
         setattr(module, name, type(getattr(module, name))(value))
@@ -189,8 +197,11 @@ def main(argv: list[str] | None = None) -> None:
     slot = EmbedderSlot(options.model)
     searcher = Searcher(slot)
     print(f"model: {slot.get()[0] and slot.get()[0].name}; persona: {options.persona}; mode: {options.mode}")
-    print("| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty "
+        "| characters per result |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
         for setup, targets in setups(Path(scratch), memories, options.boost).items():
             if options.misses:
@@ -198,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
             m = evaluate(searcher, targets, questions, options.mode, options.misses)
             print(
                 f"| {setup} | {m['n']} | {m['hit@1']:.3f} | {m['hit@3']:.3f} | {m['MRR']:.3f} | {m['returned']:.1f} "
-                f"| {m['none returned']:.1f}, {m['none empty']}/{m['none n']} |"
+                f"| {m['none returned']:.1f}, {m['none empty']}/{m['none n']} | {m['characters']:.0f} |"
             )
 
 

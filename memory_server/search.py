@@ -52,7 +52,7 @@ ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its
 ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
 # through its role for the user ("my husband")
 IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
-RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
+RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 
 
