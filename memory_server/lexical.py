@@ -145,10 +145,10 @@ class LexicalIndex:
                 continue
             else:
                 best += float(np.log1p((self.size + 0.5) / 0.5)) * (_K1 + 1)
-            group = [(index, 1.0)] if index is not None else []
-            postings = [(self.starts[i], self.starts[i + 1], w) for i, w in group + others]
-            docs = np.concatenate([self.doc_of[a:b] for a, b, _ in postings])
-            gains = np.concatenate([self.idf[i] * w * self.weight[a:b] for (i, _), (a, b, w) in zip(group + others, postings)])
+            group = ([(index, 1.0)] if index is not None else []) + others
+            spans = [(self.starts[i], self.starts[i + 1]) for i, _ in group]
+            docs = np.concatenate([self.doc_of[a:b] for a, b in spans])
+            gains = np.concatenate([self.idf[i] * w * self.weight[a:b] for (i, w), (a, b) in zip(group, spans)])
             order = np.lexsort((-gains, docs))  # per document, its best gain first
             docs, gains = docs[order], gains[order]
             first = np.ones(len(docs), dtype=bool)

@@ -6,12 +6,17 @@ name in front, which the embedding needs to know who an observation is about). V
 dot product is the cosine; scores are in [0, 1] whatever the mode, so they compare across contexts.
 
 How a query is ranked (each step measured on bench/personal_memory.py and bench/locomo.py):
-- relevance: the cosine blended with BM25 (Snowball-stemmed terms);
-- a first-person question ("where do I live", "my boss") prefers the user's own observations, then those of the
-  entities related to the user or naming them: memories are written about the user in the third person. The
-  preference grows a score by a share of itself, so it reorders relevant hits and lifts no unrelated one;
-- one cut-off for all the contexts searched: matches under an absolute floor, or under a share of the best match
-  anywhere, are left out, so a question the memory cannot answer returns nothing;
+- relevance: the cosine blended with BM25 (Snowball-stemmed terms, and at a share of their weight the memory's
+  words that the model's vocabulary puts nearest to the query's: lexical.related_terms);
+- evidence: a document counts when it shares a word with the query, or a related word and a cosine above the
+  query's usual one, or a cosine that stands out on its own (a static model finds "something" for any text);
+- each document then gains a share of its entity's best standing, so the facts of the entity a question is about
+  rise together;
+- a first-person question ("where do I live", "who is my boss") prefers the user's own observations, and raises
+  the facts of the entity whose role for the user fits the question (memory_server.user): memories are written
+  about the user in the third person;
+- one cut-off for all the contexts searched: matches under a share of the best match anywhere are left out, so a
+  question the memory cannot answer returns nothing;
 - the current project's preference multiplies the scores of relevant hits only, so it settles near ties and never
   brings back a hit the cut-off left out.
 """

@@ -4,9 +4,8 @@ from hypothesis import strategies as st
 
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import LexicalIndex, is_first_person, related_terms, tokenize
-from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
-from memory_server.user import find_user
+from memory_server.lexical import LexicalIndex, related_terms, tokenize
+from memory_server.search import KeywordIndex, Searcher, Target
 from memory_server.store import GraphStore
 
 PEOPLE = [
@@ -221,18 +220,6 @@ PRIYA_RELATIONS = [
 ]
 
 
-def test_the_user_is_the_entity_typed_as_such_or_the_centre_of_the_graph():
-    graph = KnowledgeGraph()
-    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in PRIYA)
-    graph.create_relations(PRIYA_RELATIONS)
-    index = GraphIndex(graph)
-    assert index.entities[index.user.number].name == "Priya Shah"
-    two = [Entity("Ann", "person", ["likes tea", "met Bob"]), Entity("Bob", "person", ["likes coffee", "met Ann"])]
-    assert find_user(two, []) is None  # a memory about two people equally has no user
-    assert find_user([Entity("Notes", "note", ["x"])], []) is None
-    named = [*two, Entity("default_user", "person", [])]
-    assert find_user(named, []) == 2
-    assert is_first_person("Where do I live?") and is_first_person("our vet") and not is_first_person("Ann's car")
 def test_without_a_model_hybrid_and_semantic_rank_by_keywords_and_say_so(tmp_path):
     slot = EmbedderSlot("none")
     slot.start()

@@ -5,8 +5,10 @@ import pytest
 
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex, Searcher, Target
 from memory_server.store import GraphStore
+from memory_server.user import find_user
 
 PRIYA = [
     Entity(
@@ -110,6 +112,20 @@ def test_a_user_called_default_user_is_known_by_the_name_the_memory_gives(tmp_pa
     )
     found = search(tmp_path, bundled, [*renamed, *distractors()], relations, "who is my boss")
     assert ("Dana Okoro", "Priya's manager at Acme") in found[:3], found
+
+
+def test_the_user_is_the_entity_typed_as_such_or_the_centre_of_the_graph():
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in PRIYA)
+    graph.create_relations(RELATIONS)
+    index = GraphIndex(graph)
+    assert index.entities[index.user.number].name == "Priya Shah"
+    two = [Entity("Ann", "person", ["likes tea", "met Bob"]), Entity("Bob", "person", ["likes coffee", "met Ann"])]
+    assert find_user(two, []) is None  # a memory about two people equally has no user
+    assert find_user([Entity("Notes", "note", ["x"])], []) is None
+    named = [*two, Entity("default_user", "person", [])]
+    assert find_user(named, []) == 2
+    assert is_first_person("Where do I live?") and is_first_person("our vet") and not is_first_person("Ann's car")
 
 
 def test_names_and_roles_of_the_user():
