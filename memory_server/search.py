@@ -116,9 +116,6 @@ class GraphIndex:
             raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
         relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
-        # What the cut-off compares: how far a score stands above this query's usual score in this memory (raw
-        # scores all sit near the static model's baseline cosine, so a share of the best one would keep them all).
-        standing = np.maximum((relevance - usual) / (spread or 1.0), 0.0) * (relevance > 0)
         user = self.user if is_first_person(query) else None
         if user is not None:
             order[user.own] *= 1 + USER_PRIOR
@@ -129,18 +126,17 @@ class GraphIndex:
         contains, equals = self._name_matches(query)
         order[contains] = 1.0 + NAME_MATCH_RANK
         order[equals] = 1.0 + 2 * NAME_MATCH_RANK
-        standing[contains] = NAME_MATCH_RANK
-        return [
-            Hit(
-                self.entities[self.owner[d]],
-                self.observations[d],
-                min(float(order[d]), 1.0),
-                float(order[d]),
-                float(standing[d]),
-            )
-            for d in _top(order, limit)
-            if order[d] > 0
-        ]
+        named = set(contains.tolist())
+        hits = []
+        for d in _top(order, limit):
+            if order[d] <= 0:
+                continue
+            # What the cut-off compares: how far the score stands above this query's usual score in this memory
+            # (raw scores all sit near the static model's baseline cosine: a share of the best would keep them all).
+            standing = NAME_MATCH_RANK if d in named else max((relevance[d] - usual) / (spread or 1.0), 0.0)
+            score = float(order[d])
+            hits.append(Hit(self.entities[self.owner[d]], self.observations[d], min(score, 1.0), score, float(standing)))
+        return hits
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
@@ -155,45 +151,46 @@ class GraphIndex:
         lexical, exact = self.lexical.matches(query, alternatives)
         scores = self.embed(embedder) @ embedder.encode_query(query)
         np.clip(scores, 0.0, 1.0, out=scores)
-        unsupported = exact == 0
+        supported = exact > 0
         if len(scores) and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
             mean, deviation = float(scores.mean()), float(scores.std())
-            unsupported &= ~_stands_out(scores, mean, deviation)
+            supported |= _stands_out(scores, mean, deviation)
             if lexical is not exact:  # a related word alone is weak evidence: it counts when the cosine agrees
-                unsupported &= ~((lexical > 0) & (scores >= mean + RELATED_SD * deviation))
+                supported |= (lexical > 0) & (scores >= mean + RELATED_SD * deviation)
         if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
             scores *= SEMANTIC_WEIGHT
             scores += (1 - SEMANTIC_WEIGHT) * lexical
         usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
+        unsupported = ~supported
         if spread > 0:
-            scores -= usual
-            scores /= spread
-            self._pool(query, embedder, scores, unsupported)
-            scores *= spread
-            scores += usual
+            self._pool(query, embedder, scores, unsupported, usual, spread)
         scores[unsupported] = 0.0
         return scores, exact, usual, spread
 
-    def _pool(self, query: str, embedder: Embedder, standing: np.ndarray, unsupported: np.ndarray) -> None:
-        """Add to each supported document's standing (how many standard deviations its score stands above the
-        query's usual one) what its entity says: ENTITY_POOL times the standing of the entity's best document
-        ("Renate: Retired pharmacist" answers "what did my mother do" better because "Renate: Hannah's mother" does).
+    def _pool(
+        self, query: str, embedder: Embedder, scores: np.ndarray, unsupported: np.ndarray, usual: float, spread: float
+    ) -> None:
+        """Add to each supported document's score what its entity says: ENTITY_POOL times the standing of the
+        entity's best document (a standing: how many `spread`s a score stands above the query's `usual` one), so
+        "Renate: Retired pharmacist" answers "what did my mother do" better because "Renate: Hannah's mother" does.
         For a first-person question, the documents of the entity asked about through its role for the user gain
         ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it is to the user), and
-        count as supported (`unsupported` is updated). Both arrays change in place."""
-        np.maximum(standing, 0.0, out=standing)
-        evidenced = np.flatnonzero(~unsupported & (standing > 0))
-        best = np.zeros(len(self.entities), dtype=standing.dtype)
-        np.maximum.at(best, self.owner[evidenced], standing[evidenced])
-        standing[evidenced] += ENTITY_POOL * best[self.owner[evidenced]]
+        count as supported. Scores under the usual one are raised to it. Both arrays change in place; the work is
+        on the few documents above the usual score, not on every document."""
+        np.maximum(scores, usual, out=scores)
+        above = np.flatnonzero(scores > usual)
+        evidenced = above[~unsupported[above]]
+        best = np.zeros(len(self.entities), dtype=scores.dtype)
+        np.maximum.at(best, self.owner[evidenced], (scores[evidenced] - usual) / spread)
+        scores[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
         user = self.user if is_first_person(query) else None
         if user is not None:
             reached, identity = role_documents(self, user, query, embedder)
-            top = max(float(standing.max()), 1.0)
-            newly = reached[unsupported[reached] | (standing[reached] <= 0)]
-            standing[newly] += ENTITY_POOL * best[self.owner[newly]]
-            standing[reached] += ROLE_SHARE * top
-            standing[identity] += IDENTITY_SHARE * top
+            top = spread * max((float(scores.max()) - usual) / spread, 1.0)
+            newly = reached[unsupported[reached] | (scores[reached] <= usual)]
+            scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
+            scores[reached] += ROLE_SHARE * top
+            scores[identity] += IDENTITY_SHARE * top
             unsupported[reached] = False
 
     @property
