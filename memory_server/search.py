@@ -161,37 +161,46 @@ class GraphIndex:
             scores *= SEMANTIC_WEIGHT
             scores += (1 - SEMANTIC_WEIGHT) * lexical
         usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
-        unsupported = ~supported
+        kept = np.flatnonzero(supported)
         if spread > 0:
-            self._pool(query, embedder, scores, unsupported, usual, spread)
-        scores[unsupported] = 0.0
-        return scores, exact, usual, spread
+            kept = self._pool(query, embedder, scores, supported, kept, usual, spread)
+        relevance = np.zeros_like(scores)
+        relevance[kept] = scores[kept]
+        return relevance, exact, usual, spread
 
     def _pool(
-        self, query: str, embedder: Embedder, scores: np.ndarray, unsupported: np.ndarray, usual: float, spread: float
-    ) -> None:
-        """Add to each supported document's score what its entity says: ENTITY_POOL times the standing of the
-        entity's best document (a standing: how many `spread`s a score stands above the query's `usual` one), so
-        "Renate: Retired pharmacist" answers "what did my mother do" better because "Renate: Hannah's mother" does.
-        For a first-person question, the documents of the entity asked about through its role for the user gain
-        ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it is to the user), and
-        count as supported. Scores under the usual one are raised to it. Both arrays change in place; the work is
-        on the few documents above the usual score, not on every document."""
-        np.maximum(scores, usual, out=scores)
-        above = np.flatnonzero(scores > usual)
-        evidenced = above[~unsupported[above]]
+        self,
+        query: str,
+        embedder: Embedder,
+        scores: np.ndarray,
+        supported: np.ndarray,
+        kept: np.ndarray,
+        usual: float,
+        spread: float,
+    ) -> np.ndarray:
+        """Add to the score of each supported document (`kept`, the numbers where `supported` is true) what its
+        entity says: ENTITY_POOL times the standing of the entity's best document (a standing: how many `spread`s a
+        score stands above the query's `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do"
+        better because "Renate: Hannah's mother" does. For a first-person question, the documents of the entity
+        asked about through its role for the user gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for
+        those that say what it is to the user), and count as supported. Supported scores under the usual one are
+        raised to it. `scores` changes in place; the documents supported now are returned."""
+        scores[kept] = np.maximum(scores[kept], usual)
+        evidenced = kept[scores[kept] > usual]
         best = np.zeros(len(self.entities), dtype=scores.dtype)
         np.maximum.at(best, self.owner[evidenced], (scores[evidenced] - usual) / spread)
         scores[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
         user = self.user if is_first_person(query) else None
-        if user is not None:
-            reached, identity = role_documents(self, user, query, embedder)
-            top = spread * max((float(scores.max()) - usual) / spread, 1.0)
-            newly = reached[unsupported[reached] | (scores[reached] <= usual)]
-            scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
-            scores[reached] += ROLE_SHARE * top
-            scores[identity] += IDENTITY_SHARE * top
-            unsupported[reached] = False
+        if user is None:
+            return kept
+        reached, identity = role_documents(self, user, query, embedder)
+        top = spread * max((float(scores.max()) - usual) / spread, 1.0)
+        scores[reached] = np.maximum(scores[reached], usual)
+        newly = reached[~supported[reached] | (scores[reached] <= usual)]
+        scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
+        scores[reached] += ROLE_SHARE * top
+        scores[identity] += IDENTITY_SHARE * top
+        return np.union1d(kept, reached)
 
     @property
     def user(self) -> User | None:
