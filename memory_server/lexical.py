@@ -57,7 +57,7 @@ def related_terms(
     """For each word of the query, the terms of this memory that stand for it, from `neighbours` (a word's nearest
     words in the embedding model's vocabulary, best first, with their similarity): at most RELATED_COUNT of them,
     each at least RELATED_FLOOR alike, weighted RELATED_WEIGHT times their similarity. So "boss" also finds
-    "supervisor" and "husband" finds "married", when the memory uses those words; see LexicalIndex.scores."""
+    "supervisor" and "husband" finds "married", when the memory uses those words; see LexicalIndex.matches."""
     found: dict[str, list[tuple[str, float]]] = {}
     for word in set(words(query)) - STOPWORDS:
         own = _stem(word)

@@ -97,7 +97,9 @@ class GraphIndex:
         self.vectors: np.ndarray | None = None
         self.vectors_of: str | None = None
         self.links = [(r.source, r.relation_type, r.target) for r in graph.relations.values()]
-        self._user: User | None | Literal[False] = False  # False: not looked for yet
+        # Read from the entities, documents and links when a first-person question needs it; an index updated in
+        # place must set it back to False.
+        self._user: User | None | Literal[False] = False
 
     def embed(self, embedder: Embedder) -> np.ndarray:
         if self.vectors is None or self.vectors_of != embedder.name:
