@@ -368,7 +368,8 @@ class Contexts:
         with self._stores_mutex:
             store = self._stores.get(key)
             if store is None:
-                store = self._stores[key] = GraphStore(key, self.lock_timeout)
+                root = context.project.root if context.project is not None else None  # a project's file stays inside
+                store = self._stores[key] = GraphStore(key, self.lock_timeout, allowed_root=root)
             return store
 
     def open_stores(self) -> list[GraphStore]:

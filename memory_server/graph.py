@@ -16,6 +16,7 @@ import re
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from json.decoder import scanstring
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ class Entity:
     name: str
     entity_type: str
     observations: list[str]
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)  # fields we do not know: name -> the value's JSON text
     text: str | None = None  # the line this was read from; None when new or changed since
     slot: int = -1  # position in KnowledgeGraph.records
 
@@ -44,7 +45,7 @@ class Relation:
     source: str
     target: str
     relation_type: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, str] = field(default_factory=dict)
     text: str | None = None
     slot: int = -1
 
@@ -268,7 +269,7 @@ class KnowledgeGraph:
         try:
             if isinstance(parsed, ValueError):
                 raise parsed
-            record = _record(parsed)
+            record = _record(parsed, line)
         except ValueError as problem:
             self.records.append(UnusableLine(line, str(problem)))
             self._unusable += 1
@@ -343,7 +344,7 @@ class KnowledgeGraph:
 
 def decode_line(line: str) -> Entity | Relation:
     """Parse one line; raise ValueError with a short reason if it is not an entity or a relation."""
-    return _record(_parse_json(line))
+    return _record(_parse_json(line), line)
 
 
 def _parse_or_problem(line: str) -> Any:
@@ -375,7 +376,7 @@ def _parse_json(line: str) -> Any:
         raise ValueError("JSON nested too deeply") from None
 
 
-def _record(data: Any) -> Entity | Relation:
+def _record(data: Any, line: str) -> Entity | Relation:
     """The entity or relation a parsed line holds; ValueError with a short reason if it holds neither."""
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
@@ -387,39 +388,54 @@ def _record(data: Any) -> Entity | Relation:
         if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
             problem = "is missing" if "observations" not in data else "is not a list of strings"
             raise ValueError(f"entity field 'observations' {problem}")
-        extra = {k: v for k, v in data.items() if k not in ENTITY_KEYS} if len(data) > 4 else {}
+        extra = _raw_members(line, ENTITY_KEYS) if len(data) > 4 else {}
         return Entity(name, entity_type, observations, extra)
     if kind == "relation":
         source, target, relation_type = data.get("from"), data.get("to"), data.get("relationType")
         if not (isinstance(source, str) and isinstance(target, str) and isinstance(relation_type, str)):
             _require_str(data, "from", "to", "relationType")
-        extra = {k: v for k, v in data.items() if k not in RELATION_KEYS} if len(data) > 4 else {}
+        extra = _raw_members(line, RELATION_KEYS) if len(data) > 4 else {}
         return Relation(source, target, relation_type, extra)
     raise ValueError(f"unknown type {kind!r} (expected 'entity' or 'relation')")
 
 
 def encode_entity(entity: Entity) -> str:
-    return json_line(
-        {
-            "type": "entity",
-            "name": entity.name,
-            "entityType": entity.entity_type,
-            "observations": entity.observations,
-            **entity.extra,
-        }
-    )
+    known = {"type": "entity", "name": entity.name, "entityType": entity.entity_type, "observations": entity.observations}
+    return _with_extra(json_line(known), entity.extra)
 
 
 def encode_relation(relation: Relation) -> str:
-    return json_line(
-        {
-            "type": "relation",
-            "from": relation.source,
-            "to": relation.target,
-            "relationType": relation.relation_type,
-            **relation.extra,
-        }
-    )
+    known = {"type": "relation", "from": relation.source, "to": relation.target, "relationType": relation.relation_type}
+    return _with_extra(json_line(known), relation.extra)
+
+
+def _with_extra(text: str, extra: dict[str, str]) -> str:
+    """The fields we do not know go back as they were written: re-encoding their values would turn 1e999 into
+    Infinity (not JSON) and round 1.0000000000000000001."""
+    if not extra:
+        return text
+    return text[:-1] + "".join(f",{json_line(key)}:{raw}" for key, raw in extra.items()) + "}"
+
+
+def _raw_members(line: str, known: tuple[str, ...]) -> dict[str, str]:
+    """The members of the JSON object on `line` (already parsed, so valid) whose keys are not `known`, each mapped
+    to its value's original text."""
+    index = _WHITESPACE.match(line, 0).end() + 1  # past "{"
+    members: dict[str, str] = {}
+    while True:
+        index = _WHITESPACE.match(line, index).end()
+        if line[index] == "}":
+            return members
+        key, index = scanstring(line, index + 1)
+        start = _WHITESPACE.match(line, _WHITESPACE.match(line, index).end() + 1).end()  # past ":"
+        _, index = _DECODER.scan_once(line, start)
+        if key not in known:
+            members[key] = line[start:index]
+        index = _WHITESPACE.match(line, index).end()
+        index += line[index] == ","
+
+
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -464,7 +480,17 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"not valid JSON ({name} is not allowed)")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+class _Number:
+    """A number in a line: never converted, so 1e999 or a 5,000-digit integer cannot fail or change (the line's
+    known fields hold no numbers; the unknown ones are kept as text)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_Number, parse_int=_Number)
 
 
 def _slot(record: Entity | Relation) -> int:
