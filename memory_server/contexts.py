@@ -20,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from memory_server.errors import MemoryFileError, MemoryServerError, ReadOnlyError
-from memory_server.files import Stamp, lock_path_for, locked, stamp_of, write_atomically
+from memory_server.files import FileChangedError, Stamp, lock_path_for, locked, read_regular, stamp_of, write_atomically
 from memory_server.graph import KnowledgeGraph
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, Project, ProjectNotFoundError, find_project
 from memory_server.store import GraphStore
+from memory_server.target import find_target
 
 DEFAULT_CONTEXT = "default"
 REGISTRY_FILE = "contexts.json"
@@ -470,9 +471,9 @@ def _check_memory_file(path: Path) -> None:
         raise ContextConfigError(f"{path} is a folder; give the path of a .jsonl memory file.")
     if not path.exists():
         return
-    try:
-        text = path.read_bytes().decode("utf-8", "surrogateescape")
-    except OSError as problem:
+    try:  # find_target refuses a pipe or a device before anything opens it
+        text = read_regular(find_target(path).real)[0].decode("utf-8", "surrogateescape")
+    except (OSError, FileChangedError) as problem:
         raise MemoryFileError(path, "read", problem) from problem
     skipped = KnowledgeGraph.parse(text).skipped_lines()
     if skipped:

@@ -119,6 +119,10 @@ def check_lock_file(lock_path: Path) -> None:
 
 
 _NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
+# Open flags that not every system has: never through a link, never blocking on a pipe, never inherited.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 # ---- who wrote last ---------------------------------------------------------------------------------------------
@@ -147,11 +151,11 @@ def write_mark(lock_path: Path, stamp: Stamp) -> None:
 def read_regular(path: Path) -> tuple[bytes, Stamp]:
     """The content of the regular file `path` (never a link, pipe or device), read up to the size it had when
     opened. Raises FileChangedError if the file changed during the read, FileNotFoundError if it is gone."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{kind_of(st.st_mode)}, not a regular file", str(path))
+            raise FileChangedError()  # it was a regular file when its path was checked: check again
         chunks, remaining = [], st.st_size
         while remaining > 0:
             chunk = os.read(fd, min(remaining, 1 << 26))
@@ -203,7 +207,7 @@ def write_atomically(
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f"{temp_prefix(path)}{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o666)
     try:
         with contextlib.suppress(FileNotFoundError):
             os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
@@ -272,7 +276,7 @@ def append_checked(path: Path, payload: bytes, expected: Stamp) -> Stamp:
     still names this file (a program that replaced it by rename after our check would otherwise get them lost).
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
     except (FileNotFoundError, IsADirectoryError):
         raise FileChangedError() from None
     except OSError as problem:

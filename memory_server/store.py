@@ -267,7 +267,7 @@ class GraphStore:
         if all(isinstance(step, bytes) for step in plan):
             write_all(out, b"".join(plan))  # type: ignore[arg-type]
             return
-        source = os.open(target.real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        source = os.open(target.real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
             if self._stamp is None or not self._stamp.same_content(os.fstat(source)):
                 raise FileChangedError()
