@@ -243,16 +243,15 @@ def _install(temp: Path, path: Path, expected: Stamp | None | object, ours: int)
         os.replace(temp, path)
     else:
         assert isinstance(expected, Stamp)
-        try:
+        try:  # most changes are seen here, before anything moves; the exchange catches the rest
+            if not expected.same_content(os.stat(path)):
+                raise FileChangedError()
             exchanged = _rename2(temp, path, _RENAME_EXCHANGE)
         except FileNotFoundError:
             raise FileChangedError() from None
         if not exchanged:
-            with contextlib.suppress(FileNotFoundError):
-                if expected.same_content(os.stat(path)):
-                    os.replace(temp, path)
-                    return
-            raise FileChangedError()
+            os.replace(temp, path)
+            return
         if expected.same_content(os.lstat(temp)):
             os.unlink(temp)  # the old file, now under the temporary name
             return

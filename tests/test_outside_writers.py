@@ -25,20 +25,13 @@ import anyio
 import pytest
 from helpers import connect, entity, server_env, text_of
 from mcp import ClientSession
+from test_reliability import report
 
 from memory_server.graph import KnowledgeGraph
 
 pytestmark = pytest.mark.anyio
 
 WRITERS = Path(__file__).parent / "outside_writers.py"
-
-
-def report(request: pytest.FixtureRequest, line: str) -> None:
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    capture = request.config.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(f"\n[outside writers] {line}")
 
 
 # ---- stress: eight servers and one outside program --------------------------------------------------------------
@@ -195,8 +188,8 @@ async def test_eight_servers_and_each_outside_program_lose_nothing(tmp_path, req
     (registry / "contexts.json").write_text(json.dumps({"contexts": contexts}))
     env = server_env(MEMORY_CONTEXTS_DIR=registry)
     phases = [
-        Phase("rename", "git", files["git"], 40, (0.03, 0.12), []),
-        Phase("inplace", "editor", files["editor"], 6, (0.3, 0.5), []),
+        Phase("inplace", "editor", files["editor"], 6, (0.3, 0.5), []),  # first: the servers load their models
+        Phase("rename", "git", files["git"], 50, (0.03, 0.1), []),
         Phase("sync", "synced", files["synced"], 25, (0.03, 0.12), []),
     ]
     for number, phase in enumerate(phases):
@@ -209,7 +202,7 @@ async def test_eight_servers_and_each_outside_program_lose_nothing(tmp_path, req
                 group.start_soon(server_life, env, index, ready, phases)
             while len(ready) < SERVERS:
                 await anyio.sleep(0.05)
-            report(request, f"{SERVERS} servers up in {time.monotonic() - started:.1f} s")
+            report(request, f"outside writers: {SERVERS} servers up in {time.monotonic() - started:.1f} s")
             for phase in phases:
                 phase.saver.append(Saver(phase.kind, phase.path, phase.saves, phase.pause))
                 phase.go.set()
@@ -227,7 +220,7 @@ def check_phase(request: pytest.FixtureRequest, phase: Phase) -> None:
     refused = [r for b in phase.books for r in b.refused]
     report(
         request,
-        f"{phase.kind} ({phase.context}): {SERVERS} servers, {len(saver.lines)} outside saves, {counts.acknowledged} "
+        f"outside writers, {phase.kind} ({phase.context}): {SERVERS} servers, {len(saver.lines)} outside saves, {counts.acknowledged} "
         f"acknowledged writes: {counts.torn} torn lines, {counts.outside_lost} outside lines lost, "
         f"{counts.acknowledged_lost} writes acknowledged after the last save lost; ({counts.lost_during_saves} "
         f"acknowledged during the saves, overwritten by a save of what the program had read before them; "

@@ -20,6 +20,7 @@ from memory_server.errors import (
     NotAMemoryFileError,
     ReadOnlyFileError,
 )
+from memory_server import files
 from memory_server.files import lock_path_for
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.store import GraphStore
@@ -295,6 +296,28 @@ def test_lines_another_program_saves_during_a_rewrite_are_kept(tmp_path, monkeyp
     graph = clean_graph(path)
     assert list(graph.entities) == ["a", "b", "theirs"]
     assert graph.entities["a"].observations == ["about a", "new"]
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+
+
+@pytest.mark.skipif(files._RENAMEAT2 is None, reason="renameat2 is Linux-only")
+def test_a_change_in_the_instant_before_the_exchange_is_put_back_and_the_call_applied_again(tmp_path, monkeypatch):
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    create(store, "a")
+    real_rename2 = files._rename2
+    moments: list[int] = []
+
+    def rename2(source, target, flags):
+        if not moments:  # after our last check, before the exchange: another program appends in place
+            moments.append(flags)
+            with open(path, "ab") as file:
+                file.write((OUTSIDE.format("theirs") + "\n").encode())
+        return real_rename2(source, target, flags)
+
+    monkeypatch.setattr(files, "_rename2", rename2)
+    store.mutate(lambda g: g.add_observations([("a", ["new"])]))
+    graph = clean_graph(path)
+    assert list(graph.entities) == ["a", "theirs"] and graph.entities["a"].observations == ["about a", "new"]
     assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
 
 
