@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -97,7 +98,7 @@ class GraphStore:
                 target = find_target(self.path, self.allowed_root)
                 with self._locked(target, deadline, writing=True):
                     now = find_target(self.path, self.allowed_root)  # the link may have moved while we waited
-                    if now.real != target.real:
+                    if now.real != target.real and not deadline.passed:
                         continue
                     now.require_writable()
                     graph = self._load(now, deadline, writing=True)
@@ -166,6 +167,8 @@ class GraphStore:
             yield True
 
     def _current(self, deadline: _Deadline) -> KnowledgeGraph:
+        if self._graph is not None and self._stamp is not None and self._stamp == _plain_file_stamp(self.path):
+            return self._graph  # the very file read and checked last time, unchanged: one lstat
         target = find_target(self.path, self.allowed_root)
         if self._is_cached(target):
             assert self._graph is not None
@@ -204,7 +207,6 @@ class GraphStore:
             if busy is None or patience.passed:
                 break
             time.sleep(_POLL)
-            target = find_target(self.path, self.allowed_root)
         if busy is not None and writing:
             raise FileBusyError(target.real, busy, deadline.waited)
         if busy is not None:
@@ -300,6 +302,15 @@ class _Deadline:
         sooner = _Deadline(0)
         sooner.start, sooner.end = self.start, min(self.end, time.monotonic() + seconds)
         return sooner
+
+
+def _plain_file_stamp(path: Path) -> Stamp | None:
+    """The stamp of `path` if it is a regular file (not a link), else None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return Stamp.of(st) if stat.S_ISREG(st.st_mode) else None
 
 
 def _incomplete_tail(data: bytes) -> bool:
