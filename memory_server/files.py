@@ -84,12 +84,12 @@ def locked(lock: filelock.BaseFileLock, timeout: float, shown_timeout: float | N
     except OSError as problem:
         check_lock_file(lock_path)  # swapped for a link while we waited: say so
         if problem.errno in _NO_PERMISSION:
-            raise LockUnavailableError(
-                lock_path,
-                f"{problem.strerror.lower() if problem.strerror else problem}",
-                "The lock file or its folder is not writable for this user (a lock file left by a run with sudo, or "
-                f"a read-only folder): remove it (sudo rm {lock_path}) or make it writable.",
-            ) from problem
+            reason = problem.strerror.lower() if problem.strerror else str(problem)
+            if os.path.lexists(lock_path):
+                fix = f"The lock file is not writable for this user (left by a run with sudo?): sudo rm {lock_path}"
+            else:
+                fix = f"Its folder {lock_path.parent} is not writable for this user: make it writable"
+            raise LockUnavailableError(lock_path, reason, fix + ", or point the server at another file.") from problem
         raise MemoryFileError(lock_path, "lock", problem) from problem
     try:
         yield
