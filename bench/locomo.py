@@ -3,8 +3,10 @@
 Two setups, each conversation in its own memory file written by our store:
 - turns: every dialog turn is an entity (name: its dialog id, one observation "Speaker: text");
 - facts: the dataset's extracted facts are observations of one entity per speaker.
-For each question (categories 1-4 with evidence) it ranks the conversation's documents and prints R@5, R@10, MRR
-and the median query latency for the keyword, semantic and hybrid modes.
+For each question (categories 1-4 with evidence) it ranks the conversation's documents as a search returns them
+(after the cut-off) and prints R@5, R@10, MRR, R@5 per category (multi-hop, temporal, open-domain, single-hop) and
+the median query latency for the keyword, semantic and hybrid modes. `--set NAME=VALUE` overrides a constant of
+memory_server.search, to measure an idea before making it the default.
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/locomo.py [--data PATH] [--model FOLDER_OR_ID]
 """
@@ -22,11 +24,16 @@ from pathlib import Path
 import numpy as np
 
 from memory_server.embeddings import load_embedder
+from personal_memory import override
 from memory_server.graph import Entity
 from memory_server.search import GraphIndex, KeywordIndex
 from memory_server.store import GraphStore
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo"
+# The shared folder sits beside the checkout (main) or a few levels up (a worktree).
+SHARED = next(
+    (p / "shared" / "bench" / "locomo" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
+    Path("shared/bench/locomo"),
+)
 MODES = ("keyword", "semantic", "hybrid")
 
 
@@ -60,8 +67,11 @@ def build_graph(conversation, setup: str, folder: Path):
         return GraphIndex(graph), KeywordIndex(graph), documents
 
 
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
 def evaluate(conversations, setup: str, mode: str, embedder, folder: Path) -> dict[str, float]:
-    recall5, recall10, reciprocal, latency = [], [], [], []
+    recall5, recall10, reciprocal, latency, category = [], [], [], [], []
     for conversation in conversations:
         index, keywords, documents = build_graph(conversation, setup, folder)
 
@@ -78,6 +88,7 @@ def evaluate(conversations, setup: str, mode: str, embedder, folder: Path) -> di
                 for number in documents.get((hit.entity.name, hit.observation), []):
                     rank_of[number] = min(rank_of[number], position)
             best = np.array([rank_of[e].min() for e in question.evidence])
+            category.append(question.category)
             recall5.append(float(np.mean(best < 5)))
             recall10.append(float(np.mean(best < 10)))
             reciprocal.append(0.0 if best.min() == np.iinfo(np.int64).max else 1.0 / (best.min() + 1))
@@ -87,6 +98,11 @@ def evaluate(conversations, setup: str, mode: str, embedder, folder: Path) -> di
         "MRR": statistics.fmean(reciprocal),
         "ms": statistics.median(latency) * 1000,
         "n": len(recall5),
+        **{
+            f"R@5 {name}": statistics.fmean(r for r, c in zip(recall5, category) if c == number)
+            for number, name in CATEGORIES.items()
+            if number in category
+        },
     }
 
 
@@ -95,20 +111,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=SHARED / "locomo_dev.json")
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
+    override(options.set)
     embedder, note = load_embedder(options.model, cache_dir=None)
     print(f"model: {embedder.name if embedder else None}{f' ({note})' if note else ''}")
     load = shared_loader()
-    print("| setup | mode | questions | R@5 | R@10 | MRR | median query ms |")
-    print("|---|---|---|---|---|---|---|")
+    names = " | ".join(f"R@5 {n}" for n in CATEGORIES.values())
+    print(f"| setup | mode | questions | R@5 | R@10 | MRR | {names} | median query ms |")
+    print("|---|---|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|")
     with tempfile.TemporaryDirectory() as folder:
         for setup, source in (("turns", "turns"), ("facts", "observations")):
             conversations, _ = load(str(options.data), {1, 2, 3, 4}, source=source)
             for mode in options.modes.split(","):
                 m = evaluate(conversations, setup, mode, embedder, Path(folder))
+                by_category = " | ".join(f"{m.get(f'R@5 {n}', float('nan')):.3f}" for n in CATEGORIES.values())
                 print(
                     f"| {setup} | {mode} | {m['n']} | {m['R@5']:.3f} | {m['R@10']:.3f} | {m['MRR']:.3f} "
-                    f"| {m['ms']:.2f} |"
+                    f"| {by_category} | {m['ms']:.2f} |"
                 )
 
 

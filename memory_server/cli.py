@@ -28,6 +28,9 @@ the option wins when both are given."""
 
 def cli(*args: str) -> None:
     """Parse `args` (default: sys.argv), set up logging and contexts, and serve MCP over stdio until closed."""
+    command = list(args or sys.argv[1:])
+    if command[:1] in (["merge-driver"], ["install-merge-driver"]):  # the git merge driver, see merge.py
+        sys.exit(_git_command(command))
     options = parse_options(args or None)
     logging.basicConfig(
         level=options.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -66,6 +69,44 @@ def cli(*args: str) -> None:
         contexts, Searcher(embeddings), context_admin=not options.no_context_admin, project_boost=options.project_boost
     )
     anyio.run(serve_stdio, server)
+
+
+def _git_command(command: list[str]) -> int:
+    """`merge-driver BASE OURS THEIRS`, which git runs, and `install-merge-driver [PATTERN ...]`."""
+    from memory_server import merge
+
+    name, rest = command[0], command[1:]
+    parser = argparse.ArgumentParser(prog=f"{APP} {name}")
+    if name == merge.MERGE_COMMAND:
+        parser.description = "Three-way merge of memory files for git (%O %A %B); the result goes to OURS."
+        for side in ("base", "ours", "theirs"):
+            parser.add_argument(side, type=Path)
+        options = parser.parse_args(rest)
+        try:
+            result = merge.merge_files(options.base, options.ours, options.theirs)
+        except OSError as problem:
+            print(f"{APP} {name}: {problem}; {options.ours} is left as it was", file=sys.stderr)
+            return 2
+        for conflict in result.conflicts:
+            print(f"{APP} {name}: conflict in {options.ours}: {conflict}", file=sys.stderr)
+        return 1 if result.conflicts else 0
+    parser.description = "Set up the git repository of the current folder to merge memory files with merge-driver."
+    parser.add_argument(
+        "patterns",
+        nargs="*",
+        default=list(merge.DEFAULT_PATTERNS),
+        metavar="PATTERN",
+        help="files to merge this way, as .gitattributes patterns (default: .ai-memory.jsonl)",
+    )
+    parser.add_argument("--repository", type=Path, default=Path.cwd(), help="a folder of the repository")
+    options = parser.parse_args(rest)
+    try:
+        steps = merge.install(options.repository, options.patterns)
+    except merge.MergeSetupError as problem:
+        print(f"{APP} {name}: {problem}", file=sys.stderr)
+        return 2
+    print("\n".join(steps))
+    return 0
 
 
 def _single_threaded_blas() -> None:
@@ -139,9 +180,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--project-boost",
         type=float,
-        default=env("MEMORY_PROJECT_BOOST") or "0.15",
-        help="score added to the current project's hits when searching every context [MEMORY_PROJECT_BOOST] "
-        "(default: 0.15)",
+        default=env("MEMORY_PROJECT_BOOST") or "0.05",
+        help="preference for the current project's relevant hits when searching every context: their scores grow "
+        "by this share [MEMORY_PROJECT_BOOST] (default: 0.05)",
     )
     parser.add_argument(
         "--log-level",

@@ -33,6 +33,7 @@ class Embedder:
         self.name = name
         self.dim = int(model.dim)  # type: ignore[attr-defined]
         self._memo: dict[bytes, np.ndarray] = {}
+        self._vocabulary: frozenset[str] | None = None
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
         self._unsaved = 0
@@ -54,6 +55,15 @@ class Embedder:
 
     def encode_query(self, text: str) -> np.ndarray:
         return self._encode_new([text])[0]
+
+    def knows(self, word: str) -> bool:
+        """Whether `word` (lower-case) is a whole word of the model's vocabulary, not pieced together from
+        fragments as "asdf" or "qwerty" are: the model's vector for a text of such fragments means nothing."""
+        if self._vocabulary is None:
+            tokenizer = getattr(self._model, "tokenizer", None)
+            vocabulary = tokenizer.get_vocab() if tokenizer is not None else None
+            self._vocabulary = frozenset(w.lower() for w in vocabulary) if vocabulary else frozenset()
+        return not self._vocabulary or word in self._vocabulary
 
     def save_soon(self, delay: float = 5.0) -> None:
         """Save new vectors a little later, so a burst of changes costs one write of the cache."""

@@ -13,10 +13,12 @@ import contextlib
 import ctypes
 import errno
 import glob
+import hashlib
 import os
 import secrets
 import stat
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -24,6 +26,9 @@ from typing import NamedTuple
 import filelock
 
 from memory_server.errors import LockTimeoutError, LockUnavailableError, MemoryFileError
+from memory_server.git import find_checkout
+
+LOCKS_FOLDER = "mcp-memory-contexts"  # inside a repository's git folder
 
 
 class Stamp(NamedTuple):
@@ -65,7 +70,58 @@ def stamp_of(path: Path) -> Stamp | None:
 
 
 def lock_path_for(path: Path) -> Path:
+    """Where the cross-process lock of `path` lives; work it out at every acquisition.
+
+    - In a git work tree: `<git common folder>/mcp-memory-contexts/<key>.lock`, so a lock never shows in
+      `git status` and nothing is added to the user's repository configuration. The key names the file by its
+      folder's device and inode and its name (case and Unicode form folded): every spelling of that folder (a
+      symbolic link, another letter case on macOS or Windows) leads to one lock.
+    - Elsewhere, or when that folder cannot be made (a read-only `.git`): beside the file, `<file>.lock`.
+
+    The answer depends on the file system alone, never on environment variables, so two clients started with
+    different settings still exclude each other; worked out again at each acquisition, a `git init` around a
+    memory file moves the lock for every process at once. Creates the memory file's folder, whose identity the
+    key needs.
+    """
+    beside = legacy_lock_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = os.stat(path.parent)
+    except OSError:
+        return beside
+    checkout = find_checkout(path.parent)
+    if checkout is None:
+        return beside
+    locks = checkout.common_dir / LOCKS_FOLDER
+    try:
+        locks.mkdir(exist_ok=True)
+    except OSError:
+        return beside
+    if not locks.is_dir():
+        return beside
+    name = unicodedata.normalize("NFC", path.name).casefold()
+    identity = f"{folder.st_dev}:{folder.st_ino}:{name}".encode("utf-8", "surrogateescape")
+    return locks / f"{hashlib.sha256(identity).hexdigest()[:32]}.lock"
+
+
+def legacy_lock_path(path: Path) -> Path:
+    """The lock beside the file: where it lives outside git, and where earlier versions always kept it."""
     return path.with_name(path.name + ".lock")
+
+
+def remove_legacy_lock(path: Path, lock_path: Path) -> None:
+    """Delete a `<file>.lock` left beside `path` by an earlier version, once the lock lives elsewhere and no
+    process holds the old one, so it stops showing in `git status`."""
+    legacy = legacy_lock_path(path)
+    if lock_path == legacy or not legacy.is_file():
+        return
+    old = filelock.FileLock(legacy, thread_local=False)
+    with contextlib.suppress(filelock.Timeout, OSError):
+        old.acquire(timeout=0)
+        try:
+            legacy.unlink()
+        finally:
+            old.release()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The knowledge graph and its JSONL file format, compatible line for line with the official memory server.
+"""The knowledge graph of one memory file (its lines are read and written by jsonl.py).
 
 A file is a list of lines. Each line is an entity, a relation, or a line we cannot use (bad JSON, an unknown
 `type`, a missing field...). Unusable lines are kept verbatim in their place, so a rewrite never loses them, and
@@ -11,50 +11,26 @@ to persist them (append lines, or rewrite the file) in `graph.edits`.
 from __future__ import annotations
 
 import itertools
-import json
-import re
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from json.decoder import scanstring
 from typing import Any
 
 import numpy as np
 
 from memory_server.errors import EntityNotFoundError
 
-ENTITY_KEYS = ("type", "name", "entityType", "observations")
-RELATION_KEYS = ("type", "from", "to", "relationType")
-
-
-@dataclass(eq=False, slots=True)
-class Entity:
-    name: str
-    entity_type: str
-    observations: list[str]
-    extra: dict[str, str] = field(default_factory=dict)  # fields we do not know: name -> the value's JSON text
-    text: str | None = None  # the line this was read from; None when new or changed since
-    slot: int = -1  # position in KnowledgeGraph.records
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "entityType": self.entity_type, "observations": list(self.observations)}
-
-
-@dataclass(eq=False, slots=True)
-class Relation:
-    source: str
-    target: str
-    relation_type: str
-    extra: dict[str, str] = field(default_factory=dict)
-    text: str | None = None
-    slot: int = -1
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.source, self.target, self.relation_type)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"from": self.source, "to": self.target, "relationType": self.relation_type}
+# The records and their line codec live in jsonl.py; they are also imported from here.
+from memory_server.jsonl import (  # noqa: F401
+    Entity,
+    Relation,
+    decode_line,
+    encode_entity,
+    encode_relation,
+    json_line,
+    parse_or_problem,
+    record_of,
+)
 
 
 @dataclass(eq=False)
@@ -121,7 +97,7 @@ class KnowledgeGraph:
             graph._sizes[-1] -= 1
         for line in raw:
             text = line.decode("utf-8", "surrogateescape")
-            graph._load_line(text, _parse_or_problem(text) if text.strip() else None)
+            graph._load_line(text, parse_or_problem(text) if text.strip() else None)
         graph._on_disk = len(graph.records)
         return graph
 
@@ -269,7 +245,7 @@ class KnowledgeGraph:
         try:
             if isinstance(parsed, ValueError):
                 raise parsed
-            record = _record(parsed, line)
+            record = record_of(parsed, line)
         except ValueError as problem:
             self.records.append(UnusableLine(line, str(problem)))
             self._unusable += 1
@@ -339,116 +315,6 @@ class KnowledgeGraph:
         self._remove_record(relation)
 
 
-# ---- the line codec ----------------------------------------------------------------------------------------
-
-
-def decode_line(line: str) -> Entity | Relation:
-    """Parse one line; raise ValueError with a short reason if it is not an entity or a relation."""
-    return _record(_parse_json(line), line)
-
-
-def _parse_or_problem(line: str) -> Any:
-    try:
-        return _parse_json(line)
-    except ValueError as problem:
-        return problem
-
-
-def _parse_json(line: str) -> Any:
-    if line.startswith("\ufeff"):
-        raise ValueError("starts with a byte-order mark")
-    if not line.isascii() and _LONE_SURROGATE.search(line):
-        raise ValueError("not valid UTF-8")  # the file's bytes, decoded with surrogateescape
-    body = line.strip(" \t\r\n")
-    try:
-        value, end = _DECODER.scan_once(body, 0)  # the C scanner, without decode()'s regex passes
-        if end == len(body):
-            return value
-    except (StopIteration, ValueError):
-        pass  # decode() below says what is wrong
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    try:
-        return _DECODER.decode(line)
-    except json.JSONDecodeError as problem:
-        raise ValueError(f"not valid JSON ({problem.msg} at column {problem.colno})") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-
-
-def _record(data: Any, line: str) -> Entity | Relation:
-    """The entity or relation a parsed line holds; ValueError with a short reason if it holds neither."""
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    kind = data.get("type")
-    if kind == "entity":
-        name, entity_type, observations = data.get("name"), data.get("entityType"), data.get("observations")
-        if not (isinstance(name, str) and isinstance(entity_type, str)):
-            _require_str(data, "name", "entityType")
-        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
-            problem = "is missing" if "observations" not in data else "is not a list of strings"
-            raise ValueError(f"entity field 'observations' {problem}")
-        extra = _raw_members(line, ENTITY_KEYS) if len(data) > 4 else {}
-        return Entity(name, entity_type, observations, extra)
-    if kind == "relation":
-        source, target, relation_type = data.get("from"), data.get("to"), data.get("relationType")
-        if not (isinstance(source, str) and isinstance(target, str) and isinstance(relation_type, str)):
-            _require_str(data, "from", "to", "relationType")
-        extra = _raw_members(line, RELATION_KEYS) if len(data) > 4 else {}
-        return Relation(source, target, relation_type, extra)
-    raise ValueError(f"unknown type {kind!r} (expected 'entity' or 'relation')")
-
-
-def encode_entity(entity: Entity) -> str:
-    known = {"type": "entity", "name": entity.name, "entityType": entity.entity_type, "observations": entity.observations}
-    return _with_extra(json_line(known), entity.extra)
-
-
-def encode_relation(relation: Relation) -> str:
-    known = {"type": "relation", "from": relation.source, "to": relation.target, "relationType": relation.relation_type}
-    return _with_extra(json_line(known), relation.extra)
-
-
-def _with_extra(text: str, extra: dict[str, str]) -> str:
-    """The fields we do not know go back as they were written: re-encoding their values would turn 1e999 into
-    Infinity (not JSON) and round 1.0000000000000000001."""
-    if not extra:
-        return text
-    return text[:-1] + "".join(f",{json_line(key)}:{raw}" for key, raw in extra.items()) + "}"
-
-
-def _raw_members(line: str, known: tuple[str, ...]) -> dict[str, str]:
-    """The members of the JSON object on `line` (already parsed, so valid) whose keys are not `known`, each mapped
-    to its value's original text."""
-    index = _WHITESPACE.match(line, 0).end() + 1  # past "{"
-    members: dict[str, str] = {}
-    while True:
-        index = _WHITESPACE.match(line, index).end()
-        if line[index] == "}":
-            return members
-        key, index = scanstring(line, index + 1)
-        start = _WHITESPACE.match(line, _WHITESPACE.match(line, index).end() + 1).end()  # past ":"
-        _, index = _DECODER.scan_once(line, start)
-        if key not in known:
-            members[key] = line[start:index]
-        index = _WHITESPACE.match(line, index).end()
-        index += line[index] == ","
-
-
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def json_line(data: Any) -> str:
-    # Like JavaScript's JSON.stringify: compact, non-ASCII as is, lone surrogates escaped (UTF-8 cannot hold them).
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text
-
-
 def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if isinstance(record, UnusableLine):
         return record.text
@@ -467,30 +333,6 @@ def _mergeable(first: Entity, second: Entity) -> bool:
 
 def _line_bytes(record: Entity | Relation | UnusableLine) -> bytes:
     return (_text_of(record) + "\n").encode("utf-8", "surrogateescape")
-
-
-def _require_str(data: dict[str, Any], *keys: str) -> None:
-    for key in keys:
-        if not isinstance(data.get(key), str):
-            problem = "is missing" if key not in data else "is not a string"
-            raise ValueError(f"{data['type']} field '{key}' {problem}")
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"not valid JSON ({name} is not allowed)")
-
-
-class _Number:
-    """A number in a line: never converted, so 1e999 or a 5,000-digit integer cannot fail or change (the line's
-    known fields hold no numbers; the unknown ones are kept as text)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_Number, parse_int=_Number)
 
 
 def _slot(record: Entity | Relation) -> int:

@@ -81,7 +81,8 @@ def context_line(item: dict[str, Any]) -> str:
 
 def header(resolved: ResolvedContext | None, unresolved_name: str | None = None) -> str:
     if resolved is not None:
-        return f"[memory: {resolved.name} → {resolved.path}]"
+        note = f" ({resolved.note})" if resolved.note else ""
+        return f"[memory: {resolved.name} → {resolved.path}]{note}"
     return f"[memory: {unresolved_name} → (no file)]" if unresolved_name else ""
 
 
@@ -160,5 +161,8 @@ _MAX_LISTED = 10
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except RecursionError:  # nested almost as deep as the parser allows: nothing short to show anyway
+        return "a value nested too deeply to show"
     return text if len(text) <= 60 else text[:57] + "..."

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any, TypeVar
-from urllib.parse import unquote, urlparse
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,7 +20,7 @@ from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnot
 from pydantic import Field, ValidationError
 
 from memory_server import __version__, present
-from memory_server.contexts import Contexts, ResolvedContext, new_context
+from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError, ReadOnlyError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
@@ -39,6 +37,7 @@ from memory_server.models import (
     SuccessResult,
     inline_refs,
 )
+from memory_server.project import file_uri_path
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
@@ -53,14 +52,15 @@ ContextArg = Annotated[
 ProjectDirArg = Annotated[
     str | None,
     Field(
-        description="Folder to detect the project from, for a project-based context. "
+        description="Folder to detect the project from, for a project-based context: a path (a relative one is "
+        "taken from the workspace root) or a file:// URI. "
         "Default: MEMORY_PROJECT_DIR, else the client's workspace root, else the server's folder."
     ),
 ]
 
 EVERY_CONTEXT = "*"
 DEFAULT_LIMIT = 10
-PROJECT_BOOST = 0.15  # added to hits from the current project's context in a search across contexts
+PROJECT_BOOST = 0.05  # share by which the current project's relevant hits grow in a search of every context
 
 READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
@@ -266,7 +266,8 @@ class MemoryTools:
             str,
             Field(
                 description="Memory file path ending in .jsonl, e.g. '~/.ai-memory/work.jsonl', or a project "
-                "template such as '{projectDir}/.ai-memory.jsonl'"
+                "template: '{projectDir}/.ai-memory.jsonl' (per worktree), '{repoRoot}/.ai-memory.jsonl' (one per "
+                "repository), '~/.ai-memory/projects/{projectId}.jsonl' (kept outside the project)"
             ),
         ],
         ctx: Context,
@@ -340,9 +341,9 @@ class MemoryTools:
             version = store.version
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            failed = _error(resolved, self._warnings(store), str(problem), name or self.contexts.active_name)
+            failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
             return failed, store, False
-        warnings = self._warnings(store)
+        warnings = self._warnings(store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
@@ -381,6 +382,9 @@ class MemoryTools:
         if warnings:
             structured["warnings"] = warnings
         header = f"[memory: * → {', '.join(r.name for r in searched)}]"
+        shared = [r.name for r in searched if r.project_file]
+        if shared:
+            header += f" ({', '.join(shared)}: {PROJECT_FILE_NOTE})"
         text = "\n".join([header, *(f"Warning: {w}" for w in warnings), body])
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
@@ -392,6 +396,9 @@ class MemoryTools:
         except MemoryServerError as problem:
             info = present.context_info(self.contexts, config, None, str(problem))
             where = f"its file cannot be resolved now: {problem}"
+            fallback = self._resolve_active(project_dir)
+            if fallback is not None:
+                where += f" Until it can, the other tools use the '{fallback.name}' context ({fallback.path})"
         else:
             info = present.context_info(self.contexts, config, resolved, None)
             where = f"it uses {resolved.path}"
@@ -421,8 +428,8 @@ class MemoryTools:
             "readOnly": self.contexts.read_only or self.contexts.registry.get(name).read_only,
         }
 
-    def _warnings(self, store: GraphStore | None) -> list[str]:
-        warnings = self.contexts.registry.problems()
+    def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
+        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.registry.problems()]
         note = store.take_warning() if store is not None else None
         return warnings + [note] if note else warnings
 
@@ -435,7 +442,7 @@ class MemoryTools:
         structured["context"] = self._summary(resolved)
         if note:
             structured["message"] = note
-        warnings = self._warnings(None)
+        warnings = self._warnings(None, resolved)
         if warnings:
             structured["warnings"] = warnings
         body = "\n".join([*([note] if note else []), *(present.context_line(item) for item in structured["contexts"])])
@@ -444,7 +451,8 @@ class MemoryTools:
 
     def _failed(self, problem: Exception) -> CallToolResult:
         """An error result headed by the active context, for tools that are not about one memory file."""
-        return _error(self._resolve_active(None), self._warnings(None), str(problem), self.contexts.active_name)
+        resolved = self._resolve_active(None)
+        return _error(resolved, self._warnings(None, resolved), str(problem), self.contexts.active_name)
 
     def _resolve_active(self, project_dir: str | None) -> ResolvedContext | None:
         try:
@@ -469,7 +477,7 @@ class MemoryTools:
         except Exception as problem:  # a client that cannot answer leaves detection to the other rules
             logger.warning("Could not read the client's workspace roots: %s", problem)
             return
-        self.contexts.roots = [p for p in (_file_path(str(r.uri)) for r in result.roots) if p is not None]
+        self.contexts.roots = [p for p in (file_uri_path(str(r.uri)) for r in result.roots) if p is not None]
 
     def roots_changed(self) -> None:
         self._roots_stale = True
@@ -624,10 +632,3 @@ def _error(
 ) -> CallToolResult:
     text = present.text(resolved, warnings, message, unresolved_name)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-
-def _file_path(uri: str) -> Path | None:
-    parsed = urlparse(uri)
-    if parsed.scheme != "file":
-        return None
-    return Path(unquote(parsed.path))

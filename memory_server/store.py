@@ -33,6 +33,7 @@ from memory_server.files import (
     locked,
     read_mark,
     read_regular,
+    remove_legacy_lock,
     remove_stale_temp_files,
     write_all,
     write_atomically,
@@ -62,6 +63,7 @@ class GraphStore:
         self.lock_timeout = lock_timeout
         self.allowed_root = allowed_root  # a project context's folder: the file must stay inside it
         self._locks: dict[Path, filelock.BaseFileLock] = {}
+        self._lock_path = Path()  # the lock of the file being worked on, set by _locked
         self._mutex = threading.RLock()  # tool calls run in worker threads
         self._graph: KnowledgeGraph | None = None
         self._stamp: Stamp | None = None
@@ -148,7 +150,7 @@ class GraphStore:
     @contextlib.contextmanager
     def _locked(self, target: Target, deadline: _Deadline, writing: bool) -> Iterator[bool]:
         """Hold the target's lock; True if held. A read goes on without a lock it may not take, and says so."""
-        lock_path = lock_path_for(target.real)
+        lock_path = self._lock_path = lock_path_for(target.real)  # at every acquisition: `git init` moves it
         lock = self._locks.get(lock_path)
         if lock is None:
             lock = self._locks[lock_path] = filelock.FileLock(lock_path, thread_local=False)
@@ -163,6 +165,7 @@ class GraphStore:
                 return
             if target.real not in self._swept:  # the first time we hold the lock, clear what a killed writer left
                 remove_stale_temp_files(target.real)
+                remove_legacy_lock(target.real, lock_path)
                 self._swept.add(target.real)
             yield True
 
@@ -191,7 +194,7 @@ class GraphStore:
             assert self._graph is not None
             return self._graph
         patience = deadline if writing else deadline.within(READ_PATIENCE)
-        mark = read_mark(lock_path_for(target.real))
+        mark = read_mark(self._lock_path)
         first_seen: dict[Stamp, float] = {}
         while True:
             try:
@@ -262,7 +265,7 @@ class GraphStore:
         graph.written()
         self.version += 1
         self._stamp = stamp
-        write_mark(lock_path_for(target.real), stamp)
+        write_mark(self._lock_path, stamp)
 
     def _write_plan(self, out: int, plan: Plan, target: Target) -> None:
         """Write the new file: copy the unchanged ranges from the current file, write the new bytes."""

@@ -1,4 +1,5 @@
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from memory_server.contexts import (
 )
 from memory_server.errors import ReadOnlyError
 from memory_server.project import ProjectNotFoundError
+from memory_server.templates import PathTemplateError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,7 +42,16 @@ def test_the_example_file_loads_with_every_feature(tmp_path):
     registry = ContextRegistry(folder, tmp_path / "default.jsonl")
     assert registry.problems() == []
     by_name = {c.name: c for c in registry.contexts()}
-    assert set(by_name) == {"default", "personal", "work", "handbook", "project", "project-notes"}
+    assert set(by_name) == {
+        "default",
+        "personal",
+        "work",
+        "handbook",
+        "project",
+        "project-notes",
+        "repo",
+        "project-private",
+    }
     assert by_name["project"].project_based and by_name["project"].rules.markers[0] == ".git"
     assert by_name["project-notes"].project_based  # inferred from <projectDir>
     assert by_name["handbook"].read_only
@@ -50,6 +61,10 @@ def test_the_example_file_loads_with_every_feature(tmp_path):
     (shop / ".git").mkdir(parents=True)
     notes = contexts.resolve("project-notes", project_dir=str(shop))
     assert notes.path == shop.resolve() / ".ai" / "shop-notes.jsonl"
+    assert contexts.resolve("repo", project_dir=str(shop)).path == shop.resolve() / ".ai-memory.jsonl"
+    private = contexts.resolve("project-private", project_dir=str(shop))
+    assert private.path.parent == Path.home() / ".ai-memory" / "projects" and private.path.name.startswith("shop-")
+    assert (notes.project_file, private.project_file) == (True, False)
     assert contexts.resolve("personal").path == Path.home() / ".ai-memory" / "personal.jsonl"
 
 
@@ -126,12 +141,14 @@ def test_add_and_remove_keep_unknown_keys_and_never_delete_files(tmp_path):
     [
         ("notes.txt", "must end in '.jsonl'"),
         ("{projectDir}/../escape.jsonl", "leaves the project folder"),
-        ("/tmp/{projectDir}/x.jsonl", "must start with {projectDir}"),
+        ("{repoRoot}/a/../../escape.jsonl", "leaves the repository"),
+        ("/tmp/{projectDir}/x.jsonl", "neither inside the project nor in one of your memory folders"),
+        ("~/.ai-memory/../{projectName}.jsonl", "neither inside the project nor in one of your memory folders"),
     ],
 )
 def test_add_context_refuses_unsafe_paths(tmp_path, path, problem):
     contexts = Contexts(registry_in(tmp_path / "cfg"))
-    with pytest.raises(ContextConfigError, match=problem.replace("(", r"\(").replace("{", r"\{").replace("}", r"\}")):
+    with pytest.raises((ContextConfigError, PathTemplateError), match=re.escape(problem)):
         new_context(contexts, "x", path)
 
 
@@ -157,7 +174,7 @@ def test_symlink_escape_from_the_project_is_refused(tmp_path):
     (project / "mem").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     (tmp_path / "elsewhere").mkdir()
     contexts = Contexts(registry_in(tmp_path / "cfg"))
-    with pytest.raises(ContextConfigError, match="symbolic link"):
+    with pytest.raises(PathTemplateError, match="symbolic link"):
         new_context(contexts, "p", "{projectDir}/mem/m.jsonl", project_dir=str(project))
 
 

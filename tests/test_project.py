@@ -1,6 +1,16 @@
+from pathlib import Path
+
 import pytest
 
-from memory_server.project import DEFAULT_MARKERS, ProjectNotFoundError, find_project
+from memory_server.project import (
+    DEFAULT_MARKERS,
+    Project,
+    ProjectDirError,
+    ProjectNotFoundError,
+    file_uri_path,
+    find_project,
+    folder_from,
+)
 
 
 def test_walks_up_to_the_nearest_marker(tmp_path):
@@ -59,3 +69,45 @@ def test_no_marker_error_lists_folders_markers_and_ways_out(tmp_path):
 
 def test_default_markers_include_the_memory_file_itself():
     assert ".ai-memory.jsonl" in DEFAULT_MARKERS and ".git" in DEFAULT_MARKERS
+
+
+def test_the_home_folder_and_the_file_system_root_are_never_projects(tmp_path):
+    home = Path.home()  # the test's own (conftest.py), with a stray package.json as `npm install` leaves it
+    (home / "package.json").write_text("{}")
+    (home / ".git").mkdir()
+    inside = home / "notes" / "today"
+    inside.mkdir(parents=True)
+    for start in (inside, home):
+        with pytest.raises(ProjectNotFoundError) as caught:
+            find_project(start, max_depth=10)
+        assert "your home folder, which is never taken as a project" in str(caught.value)
+        assert home.resolve() not in caught.value.tried
+    with pytest.raises(ProjectNotFoundError, match="the file-system root, which is never taken as a project"):
+        find_project(Path("/"), ["tmp"], origin="the server's current folder")
+
+
+def test_project_name_and_collision_free_id(tmp_path):
+    one, two = Project(tmp_path / "a" / "api", ".git"), Project(tmp_path / "b" / "api", ".git")
+    assert one.name == two.name == "api"
+    assert one.id != two.id and one.id.startswith("api-") and len(one.id) == len("api-") + 8
+    assert one.id == Project(tmp_path / "a" / "api", "package.json").id  # the same folder, the same id
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("file:///home/ann/my%20shop", "/home/ann/my shop"),
+        ("FILE:///etc", "/etc"),
+        ("file://localhost/srv/x", "/srv/x"),
+        ("/plain/path", "/plain/path"),
+        ("relative/dir", "relative/dir"),
+    ],
+)
+def test_a_folder_is_a_path_or_a_file_uri(value, expected):
+    assert folder_from(value) == Path(expected)
+
+
+def test_other_uris_are_refused_with_the_fix():
+    with pytest.raises(ProjectDirError, match="file:// URI"):
+        folder_from("https://github.com/ann/shop")
+    assert file_uri_path("https://x/y") is None

@@ -4,7 +4,8 @@ from hypothesis import strategies as st
 
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.search import KeywordIndex, LexicalIndex, Searcher, Target, tokenize
+from memory_server.lexical import LexicalIndex, is_first_person, tokenize
+from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target, find_user
 from memory_server.store import GraphStore
 
 PEOPLE = [
@@ -67,30 +68,169 @@ def test_an_exact_name_match_ranks_first(tmp_path, bundled):
 
 def test_limit_min_score_and_the_search_description(tmp_path, bundled):
     store = store_with(tmp_path, "people", PEOPLE)
-    outcome = Searcher(bundled).search([Target("m", store)], "hospital job", "hybrid", 2, None)
+    outcome = Searcher(bundled).search([Target("m", store)], "who plays or drives what", "hybrid", 2, None)
     assert len(outcome.hits) == 2 and outcome.semantic and outcome.model.startswith("bundled:")
     scores = [h.hit.score for h in outcome.hits]
     assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
-    strict = Searcher(bundled).search([Target("m", store)], "hospital job", "hybrid", 10, 0.5)
-    assert strict.hits and all(h.hit.score >= 0.5 for h in strict.hits)
+    loose = Searcher(bundled).search([Target("m", store)], "hospital job", "hybrid", 10, None)
+    assert [h.hit.observation for h in loose.hits] == ["works as a nurse at the city hospital"]
+    threshold = loose.hits[0].hit.score
+    strict = Searcher(bundled).search([Target("m", store)], "hospital job", "hybrid", 10, threshold)
+    assert [h.hit.observation for h in strict.hits] == ["works as a nurse at the city hospital"]
+    none = Searcher(bundled).search([Target("m", store)], "hospital job", "hybrid", 10, threshold + 0.01)
+    assert none.hits == [] and "minScore" in none.note
 
 
-def test_cross_context_hits_are_labelled_and_the_project_is_boosted(tmp_path, bundled):
-    work = store_with(tmp_path, "work", [Entity("Deploy", "process", ["deploys go out on Tuesdays"])])
+def test_cross_context_hits_are_labelled_and_the_project_wins_a_near_tie(tmp_path, bundled):
+    work = store_with(tmp_path, "work", [Entity("Release", "process", ["we release the app on Fridays"])])
     project = store_with(tmp_path, "project", [Entity("Release", "process", ["we release the app on Fridays"])])
-    targets = [Target("work", work), Target("project", project)]
-    plain = Searcher(bundled).search(targets, "when do we ship new versions", "hybrid", 10, None)
-    boosted = Searcher(bundled).search(
-        [targets[0], Target("project", project, boost=0.15)], "when do we ship new versions", "hybrid", 10, None
+    plain = Searcher(bundled).search(
+        [Target("work", work), Target("project", project)], "when do we release new versions", "hybrid", 10, None
     )
     assert {h.label for h in plain.hits} == {"work", "project"}
-    project_score = {h.label: h.hit.score for h in plain.hits if h.hit.observation}["project"]
-    assert {h.label: h.hit.score for h in boosted.hits if h.hit.observation}["project"] == pytest.approx(
-        project_score + 0.15
+    assert plain.hits[0].hit.score == pytest.approx(plain.hits[1].hit.score)
+    for first, second in ((work, project), (project, work)):  # whatever the order of the memories
+        targets = [Target("work", work), Target("project", project, boost=0.05)]
+        preferred = Searcher(bundled).search(targets if first is work else targets[::-1], "app releases", "hybrid", 10, None)
+        assert [h.label for h in preferred.hits] == ["project", "work"]
+        assert preferred.hits[0].hit.score == pytest.approx(min(1.0, preferred.hits[1].hit.score * 1.05))
+
+
+def test_a_relevant_hit_from_another_context_beats_an_irrelevant_project_hit(tmp_path, bundled):
+    personal = store_with(
+        tmp_path,
+        "personal",
+        [
+            Entity("Priya Shah", "person", ["lives in Leeds", "reports to Dana Okoro at Acme"]),
+            Entity("Dana Okoro", "person", ["Priya's manager at Acme", "runs the payments team"]),
+        ],
+        [Relation("Priya Shah", "Dana Okoro", "reports to")],
     )
-    assert boosted.hits[0].label == "project"
+    project = store_with(
+        tmp_path,
+        "project",
+        [
+            Entity("Testing", "convention", ["tests run with pytest -x", "CI runs on GitHub Actions"]),
+            Entity("Style", "convention", ["formatted with ruff, line length 100"]),
+        ],
+    )
+    targets = [Target("personal", personal), Target("project", project, boost=0.15)]  # even a strong preference
+    outcome = Searcher(bundled).search(targets, "who is my manager", "hybrid", 10, None)
+    assert (outcome.hits[0].label, outcome.hits[0].hit.observation) == ("personal", "Priya's manager at Acme")
+    assert "project" not in {h.label for h in outcome.hits}  # one cut-off for all: the weak project hits are out
+    own = Searcher(bundled).search([Target("project", project, boost=0.15)], "how do I run the tests", "hybrid", 10, None)
+    assert own.hits[0].hit.observation == "tests run with pytest -x"
 
 
+def test_a_nonsense_query_returns_nothing_with_a_note(tmp_path, bundled):
+    store = store_with(tmp_path, "people", PEOPLE)
+    for query in ("asdf qwerty zxcv", "blorptastic frobnication", "xyzzy"):
+        outcome = Searcher(bundled).search([Target("m", store)], query, "hybrid", 10, None)
+        assert outcome.hits == [], query
+        assert "nothing relevant" in outcome.note and "keyword" in outcome.note and "context" in outcome.note
+    everywhere = Searcher(bundled).search(
+        [Target("a", store), Target("b", store_with(tmp_path, "b", PEOPLE[:1]))], "qwertyuiop", "hybrid", 10, None
+    )
+    assert everywhere.hits == [] and "any memory searched" in everywhere.note
+
+
+def test_a_large_memory_answers_nonsense_with_nothing(tmp_path, bundled):
+    # In a large memory some "hub" documents get a high cosine with any text: it takes a shared word, or a cosine
+    # that stands far above the query's others, to count.
+    notes = [Entity(f"Note {n}", "note", [f"{thing} on {day}"]) for n, (thing, day) in enumerate(_NOTES)]
+    store = store_with(tmp_path, "notes", PEOPLE + notes)
+    searcher = Searcher(bundled)
+    assert searcher.search([Target("m", store)], "asdf qwerty zxcv", "hybrid", 10, None).hits == []
+    assert searcher.search([Target("m", store)], "asdf qwerty zxcv", "semantic", 10, None).hits == []
+    found = searcher.search([Target("m", store)], "who is allergic to nuts", "hybrid", 10, None)
+    assert first(found) == ("Carla", "is allergic to peanuts")
+
+
+_NOTES = [
+    (thing, day)
+    for thing in (
+        "bought milk and bread",
+        "called the plumber about the leak",
+        "paid the electricity bill",
+        "took the car to the garage",
+        "booked a table for dinner",
+        "renewed the library books",
+        "watered the plants",
+        "sent the invoice to the client",
+        "cleaned the gutters",
+        "picked up the dry cleaning",
+    )
+    for day in ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+]
+
+
+def test_name_or_type_lines_only_when_the_name_or_type_matched(tmp_path, bundled):
+    store = store_with(tmp_path, "people", [*PEOPLE, Entity("Garden shed", "place", [])])
+    searcher = Searcher(bundled)
+    outcome = searcher.search([Target("m", store)], "who drives a truck", "hybrid", 10, None)
+    assert all(h.hit.observation is not None for h in outcome.hits)
+    shed = searcher.search([Target("m", store)], "where is the shed", "hybrid", 10, None)
+    assert [(h.hit.entity.name, h.hit.observation) for h in shed.hits] == [("Garden shed", None)]
+
+
+def test_first_person_questions_find_the_users_facts(tmp_path, bundled):
+    store = store_with(tmp_path, "personal", PRIYA, PRIYA_RELATIONS)
+    searcher = Searcher(bundled)
+    for question, answer in (
+        ("where do I live", ("Priya Shah", "Lives in Leeds with her husband Tom")),
+        ("where do I work", ("Priya Shah", "Works as a data analyst at Acme")),
+        ("what am I allergic to", ("Priya Shah", "Allergic to penicillin")),
+        ("who is my manager", ("Dana Okoro", "Priya's manager at Acme")),
+    ):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert first(outcome) == answer, (question, [(h.hit.entity.name, h.hit.observation) for h in outcome.hits])
+    # No word in common: the meaning alone still brings the answer near the top.
+    boss = searcher.search([Target("m", store)], "who is my boss", "hybrid", 10, None)
+    assert ("Dana Okoro", "Priya's manager at Acme") in [(h.hit.entity.name, h.hit.observation) for h in boss.hits[:3]]
+    # Asked about someone else, the same words find that person's facts.
+    assert first(searcher.search([Target("m", store)], "where does Tom Reed live", "hybrid", 10, None)) == (
+        "Tom Reed",
+        "Lives in Leeds; grew up in Bristol",
+    )
+
+
+PRIYA = [
+    Entity(
+        "Priya Shah",
+        "person",
+        [
+            "Lives in Leeds with her husband Tom",
+            "Works as a data analyst at Acme",
+            "Allergic to penicillin",
+            "Plays badminton on Tuesdays",
+            "Born in 1990 in Pune",
+        ],
+    ),
+    Entity("Tom Reed", "person", ["Priya's husband", "Teaches history at a secondary school", "Lives in Leeds; grew up in Bristol"]),
+    Entity("Dana Okoro", "person", ["Priya's manager at Acme", "Lives in York"]),
+    Entity("Sam Patel", "person", ["Priya's colleague", "Lives in Manchester", "Allergic to cats"]),
+    Entity("Maya Chen", "person", ["Works as a nurse in Sheffield", "Lives in Sheffield with two cats"]),
+    Entity("Acme", "organization", ["Retail analytics company in Leeds"]),
+]
+PRIYA_RELATIONS = [
+    Relation("Priya Shah", "Tom Reed", "married to"),
+    Relation("Priya Shah", "Dana Okoro", "reports to"),
+    Relation("Priya Shah", "Acme", "works at"),
+    Relation("Sam Patel", "Acme", "works at"),
+]
+
+
+def test_the_user_is_the_entity_typed_as_such_or_the_centre_of_the_graph():
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in PRIYA)
+    graph.create_relations(PRIYA_RELATIONS)
+    assert GraphIndex(graph).entities[GraphIndex(graph).user].name == "Priya Shah"
+    two = [Entity("Ann", "person", ["likes tea", "met Bob"]), Entity("Bob", "person", ["likes coffee", "met Ann"])]
+    assert find_user(two, []) is None  # a memory about two people equally has no user
+    assert find_user([Entity("Notes", "note", ["x"])], []) is None
+    named = [*two, Entity("default_user", "person", [])]
+    assert find_user(named, []) == 2
+    assert is_first_person("Where do I live?") and is_first_person("our vet") and not is_first_person("Ann's car")
 def test_without_a_model_hybrid_and_semantic_rank_by_keywords_and_say_so(tmp_path):
     slot = EmbedderSlot("none")
     slot.start()
@@ -126,7 +266,22 @@ def test_bm25_prefers_rarer_words_and_normalises_to_one():
     scores = index.scores("cat")
     assert scores[1] == 0 and scores[0] > 0 and scores[2] > 0
     assert index.scores("zebra").max() == 0
-    assert tokenize("Hiking hikes hiked stories") == ["hik", "hik", "hik", "story"]
+    assert tokenize("Hiking hikes hiked stories story") == ["hike", "hike", "hike", "stori", "stori"]
+
+
+def test_stemming_variants_meet(tmp_path):
+    assert tokenize("lives") == tokenize("live") == tokenize("living") == tokenize("lived")
+    assert tokenize("teaches") == tokenize("teaching") == tokenize("teach")
+    slot = EmbedderSlot("none")  # keywords only: the words alone must meet
+    slot.start()
+    store = store_with(
+        tmp_path, "people", [Entity("Ann", "person", ["Ann lives in Leeds"]), Entity("Bob", "person", ["Bob drives"])]
+    )
+    for query in ("where does Ann live", "Ann living", "who lived in Leeds"):
+        assert first(Searcher(slot).search([Target("m", store)], query, "hybrid", 10, None)) == (
+            "Ann",
+            "Ann lives in Leeds",
+        ), query
 
 
 def upstream_search(graph: KnowledgeGraph, query: str) -> list[Entity]:
@@ -186,3 +341,30 @@ def test_a_strong_match_leaves_out_the_unrelated_tail(tmp_path, bundled):
     store = store_with(tmp_path, "people", PEOPLE)
     outcome = Searcher(bundled).search([Target("m", store)], "chess", "hybrid", 10, None)
     assert [(h.hit.entity.name, h.hit.observation) for h in outcome.hits] == [("Bob", "plays chess every evening")]
+
+
+@pytest.mark.anyio
+async def test_over_stdio_first_person_questions_and_nonsense(tmp_path):
+    """Through the real server and the SDK's client: the user's facts for "I"/"my" questions; nothing (with the
+    note, and no filler line) for nonsense."""
+    from helpers import connect, ok, server_env, text_of
+
+    memory = tmp_path / "memory.jsonl"
+    async with connect(server_env(MEMORY_FILE_PATH=memory)) as session:
+        people = [{"name": e.name, "entityType": e.entity_type, "observations": list(e.observations)} for e in PRIYA]
+        await ok(session, "create_entities", entities=people)
+        await ok(
+            session,
+            "create_relations",
+            relations=[{"from": r.source, "to": r.target, "relationType": r.relation_type} for r in PRIYA_RELATIONS],
+        )
+        found = await ok(session, "search_nodes", query="where do I live")
+        assert (found["matches"][0]["entityName"], found["matches"][0]["observation"]) == (
+            "Priya Shah",
+            "Lives in Leeds with her husband Tom",
+        )
+        assert found["entities"][0]["name"] == "Priya Shah"
+        result = await session.call_tool("search_nodes", {"query": "asdf qwerty zxcv"})
+        assert result.structured_content["matches"] == [] and result.structured_content["entities"] == []
+        text = text_of(result)
+        assert "0 matches" in text and "nothing relevant found" in text and "name or type matched" not in text

@@ -1,0 +1,175 @@
+"""Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
+
+The memory is Hannah Brandt's, written in the third person as an assistant would have stored it, in three contexts
+(personal, work, and the "gridcast" project) among a few hundred distractor entities; the questions are asked as a
+user would ("where do I live", "who is my boss", "how do I run the tests"), each with the observations that answer
+it, or none. Two setups:
+- one context: the three memories merged into one file;
+- three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
+For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the answerable questions, and, for the
+questions the memory cannot answer, how many matches came back on average and how many came back empty.
+
+The questions are split in two: tune on `dev`; look at `test` only to report.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--split dev|test|all] [--misses] [--mode hybrid]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from memory_server import search
+from memory_server.embeddings import EmbedderSlot
+from memory_server.graph import Entity, Relation
+from memory_server.search import Searcher, Target
+from memory_server.server import PROJECT_BOOST
+from memory_server.store import GraphStore
+
+DATA = Path(__file__).resolve().parent / "personal_memory"
+CONTEXTS = ("personal", "work", "project")  # the last is the project the search is run from
+LIMIT = 10
+
+
+@dataclass
+class Question:
+    split: str
+    text: str
+    answers: set[tuple[str, str]]  # (entity name, observation)
+
+
+def read_memory(path: Path) -> tuple[list[Entity], list[Relation]]:
+    """Entities and relations from the bench's plain format: 'Name | type', '- observation', '> relation | target'."""
+    entities: list[Entity] = []
+    relations: list[Relation] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith("- "):
+            entities[-1].observations.append(line[2:].strip())
+        elif line.startswith("> "):
+            relation_type, target = (part.strip() for part in line[2:].split("|"))
+            relations.append(Relation(entities[-1].name, target, relation_type))
+        else:
+            name, entity_type = (part.strip() for part in line.split("|"))
+            entities.append(Entity(name, entity_type, []))
+    return entities, relations
+
+
+def read_questions(memories: dict[str, tuple[list[Entity], list[Relation]]]) -> list[Question]:
+    observations = {}
+    for entities, _ in memories.values():
+        for entity in entities:
+            observations.setdefault(entity.name, []).extend(entity.observations)
+    questions = []
+    for line in (DATA / "questions.txt").read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        split, text, answers = (part.strip() for part in line.split("|", 2))
+        found: set[tuple[str, str]] = set()
+        for answer in answers.split(";;") if answers != "-" else []:
+            name, _, words = (part.strip() for part in answer.partition("::"))
+            matching = [o for o in observations.get(name, []) if words in o]
+            if len(matching) != 1:
+                raise ValueError(f"answer {answer!r} of {text!r} matches {len(matching)} observations, not one")
+            found.add((name, matching[0]))
+        questions.append(Question(split, text, found))
+    return questions
+
+
+def write_store(folder: Path, name: str, entities: list[Entity], relations: list[Relation]) -> GraphStore:
+    store = GraphStore(folder / f"{name}.jsonl")
+    merged: dict[str, Entity] = {}
+    for entity in entities:  # one entity per name, as a single memory file holds it
+        merged.setdefault(entity.name, Entity(entity.name, entity.entity_type, [])).observations.extend(
+            entity.observations
+        )
+    store.mutate(lambda graph: (graph.create_entities(merged.values()), graph.create_relations(relations)))
+    return store
+
+
+def setups(folder: Path, memories, boost: float) -> dict[str, list[Target]]:
+    every_entity = [e for entities, _ in memories.values() for e in entities]
+    every_relation = [r for _, relations in memories.values() for r in relations]
+    return {
+        "one context": [Target("memory", write_store(folder, "memory", every_entity, every_relation))],
+        "three contexts": [
+            Target(name, write_store(folder, name, *memories[name]), boost if name == CONTEXTS[-1] else 0.0)
+            for name in CONTEXTS
+        ],
+    }
+
+
+def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question], mode: str, misses: bool):
+    first_ranks: list[int | None] = []
+    empty_returned: list[int] = []
+    returned: list[int] = []
+    for question in questions:
+        outcome = searcher.search(targets, question.text, mode, LIMIT, None)
+        found = [(h.hit.entity.name, h.hit.observation) for h in outcome.hits]
+        if not question.answers:
+            empty_returned.append(len(found))
+            if misses and found:
+                print(f"  [no answer] {question.text!r} returned {len(found)}: {found[0]}")
+            continue
+        returned.append(len(found))
+        rank = next((n for n, hit in enumerate(found, start=1) if hit in question.answers), None)
+        first_ranks.append(rank)
+        if misses and (rank is None or rank > 3):
+            shown = "; ".join(f"{name}: {text}" for name, text in found[:3])
+            print(f"  [rank {rank}] {question.text!r} -> {shown}")
+    return {
+        "n": len(first_ranks),
+        "hit@1": statistics.fmean(r is not None and r <= 1 for r in first_ranks),
+        "hit@3": statistics.fmean(r is not None and r <= 3 for r in first_ranks),
+        "MRR": statistics.fmean(1 / r if r else 0.0 for r in first_ranks),
+        "returned": statistics.fmean(returned),
+        "none n": len(empty_returned),
+        "none returned": statistics.fmean(empty_returned) if empty_returned else 0.0,
+        "none empty": sum(n == 0 for n in empty_returned),
+    }
+
+
+def override(settings: list[str]) -> None:
+    """Set constants of memory_server.search (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        if not hasattr(search, name):
+            raise SystemExit(f"memory_server.search has no constant {name}")
+        setattr(search, name, type(getattr(search, name))(value))
+        print(f"set {name} = {getattr(search, name)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
+    parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
+    parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
+    parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
+    options = parser.parse_args(argv)
+    override(options.set)
+    memories = {name: read_memory(DATA / f"{name}.txt") for name in CONTEXTS}
+    questions = [q for q in read_questions(memories) if options.split in ("all", q.split)]
+    slot = EmbedderSlot(options.model)
+    searcher = Searcher(slot)
+    print(f"model: {slot.get()[0] and slot.get()[0].name}; split: {options.split}; mode: {options.mode}")
+    print("| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        for setup, targets in setups(Path(folder), memories, options.boost).items():
+            if options.misses:
+                print(f"{setup}:")
+            m = evaluate(searcher, targets, questions, options.mode, options.misses)
+            print(
+                f"| {setup} | {m['n']} | {m['hit@1']:.3f} | {m['hit@3']:.3f} | {m['MRR']:.3f} | {m['returned']:.1f} "
+                f"| {m['none returned']:.1f}, {m['none empty']}/{m['none n']} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

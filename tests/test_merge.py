@@ -1,0 +1,303 @@
+"""The git merge driver (merge.py): record-by-record three-way merges, their properties, and real git merges."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gitrepo import commit_file, git, git_env, new_repository
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_server import merge as merging
+from memory_server.graph import Entity, KnowledgeGraph, Relation, encode_entity, encode_relation
+
+MEMORY = ".ai-memory.jsonl"
+
+
+def e(name: str, *observations: str, entity_type: str = "person", **extra: object) -> str:
+    return encode_entity(Entity(name, entity_type, list(observations), dict(extra))) + "\n"
+
+
+def r(source: str, target: str, relation_type: str = "knows", **extra: object) -> str:
+    return encode_relation(Relation(source, target, relation_type, dict(extra))) + "\n"
+
+
+def merged(base: str, ours: str, theirs: str) -> merging.MergeResult:
+    result = merging.merge(base.encode(), ours.encode(), theirs.encode())
+    assert merging.merge(base.encode(), theirs.encode(), ours.encode()) == result, "the direction changed the result"
+    return result
+
+
+def content(data: bytes | str) -> tuple[dict, set]:
+    """What a memory file holds: entities (type, observations as a set, extra) and relations."""
+    graph = KnowledgeGraph.parse(data)
+    entities = {n: (x.entity_type, frozenset(x.observations), json.dumps(x.extra)) for n, x in graph.entities.items()}
+    return entities, set(graph.relations)
+
+
+# ---- the rules, one by one -------------------------------------------------------------------------------------
+
+
+def test_additions_from_both_sides_are_kept():
+    base = e("Ann", "likes tea")
+    result = merged(base, base + e("Bo") + r("Ann", "Bo"), base + e("Cy", "new") + r("Cy", "Ann", "helps"))
+    entities, relations = content(result.data)
+    assert set(entities) == {"Ann", "Bo", "Cy"}
+    assert relations == {("Ann", "Bo", "knows"), ("Cy", "Ann", "helps")}
+    assert result.conflicts == []
+
+
+def test_a_deletion_on_one_side_is_applied():
+    base = e("Ann", "likes tea", "runs") + e("Bo") + r("Ann", "Bo") + r("Bo", "Ann")
+    ours = e("Ann", "likes tea") + e("Bo") + r("Bo", "Ann")  # deleted an observation and a relation
+    theirs = e("Ann", "likes tea", "runs") + e("Dee")  # deleted Bo, and with it Bo's relations, as the tool does
+    entities, relations = content(merged(base, ours, theirs).data)
+    assert entities == {"Ann": ("person", frozenset({"likes tea"}), "{}"), "Dee": ("person", frozenset(), "{}")}
+    assert relations == set()
+
+
+def test_an_entity_changed_on_both_sides_is_merged_observation_by_observation():
+    base = e("Ann", "a", "b", "c")
+    ours = e("Ann", "a", "c", "from ours")  # deleted b, added one
+    theirs = e("Ann", "b", "c", "from theirs")  # deleted a, added one
+    result = merged(base, ours, theirs)
+    [line] = result.data.decode().splitlines()
+    assert json.loads(line)["observations"] == ["c", "from ours", "from theirs"]
+    assert result.conflicts == []
+
+
+def test_an_entity_added_on_both_sides_keeps_every_observation():
+    result = merged("", e("Ann", "x", "y"), e("Ann", "y", "z"))
+    assert content(result.data)[0]["Ann"][1] == {"x", "y", "z"}
+    assert result.conflicts == []
+
+
+def test_deleted_on_one_side_and_extended_on_the_other_keeps_only_what_was_added():
+    base = e("Ann", "old fact") + e("Bo")
+    ours = e("Bo")  # Ann deleted
+    theirs = e("Ann", "old fact", "new fact") + e("Bo")
+    entities, _ = content(merged(base, ours, theirs).data)
+    assert entities["Ann"][1] == {"new fact"}
+
+
+def test_a_relation_added_to_an_entity_deleted_on_the_other_side_brings_it_back_empty():
+    base = e("Ann", "old") + e("Bo")
+    entities, relations = content(merged(base, e("Bo"), base + r("Bo", "Ann", "visits")).data)
+    assert entities["Ann"] == ("person", frozenset(), "{}")
+    assert relations == {("Bo", "Ann", "visits")}
+
+
+def test_relations_merge_the_same_way_and_keep_unknown_fields():
+    base = r("A", "B", "knows", since=2020) + r("A", "C")
+    ours = r("A", "B", "knows", since=2021) + r("A", "C")
+    theirs = r("A", "B", "knows", since=2020, note="x")
+    result = merged(e("A") + e("B") + e("C") + base, e("A") + e("B") + e("C") + ours, e("A") + e("B") + e("C") + theirs)
+    graph = KnowledgeGraph.parse(result.data)
+    assert set(graph.relations) == {("A", "B", "knows")}  # A->C deleted by theirs
+    assert graph.relations["A", "B", "knows"].extra == {"since": 2021, "note": "x"}
+
+
+def test_lines_that_are_not_records_are_kept_unless_one_side_deleted_them():
+    broken, other = "{not json\n", '{"type":"note","text":"kept"}\n'
+    base = e("Ann") + broken + other
+    result = merged(base, e("Ann", "x") + broken + other, e("Ann") + other)  # theirs fixed the broken line
+    assert result.data.decode().splitlines() == [e("Ann", "x").strip(), other.strip()]
+    result = merged("", "<<<<<<< HEAD\n" + e("Ann"), e("Bo"))
+    assert "<<<<<<< HEAD" in result.data.decode().splitlines()
+
+
+def test_a_real_conflict_keeps_both_versions_and_is_reported():
+    base = e("Ann", "a")
+    ours, theirs = e("Ann", "a", "b", entity_type="human"), e("Ann", "a", "c", entity_type="robot")
+    result = merged(base, ours, theirs)
+    [conflict] = result.conflicts
+    assert "Ann" in conflict and "entityType" in conflict and "'human'" in conflict and "'robot'" in conflict
+    lines = [json.loads(line) for line in result.data.decode().splitlines()]
+    assert [x["entityType"] for x in lines] == ["human", "robot"]  # the side whose file sorts first is loaded
+    assert lines[0]["observations"] == ["a", "b", "c"]  # the observations still merge
+    graph = KnowledgeGraph.parse(result.data)
+    [skipped] = graph.skipped_lines()
+    assert skipped.line_number == 2 and "second, different entity" in skipped.reason
+
+
+def test_the_output_is_the_official_format_one_line_per_entity():
+    # The official server may store one name twice; the hand-edited spacing is not the official format.
+    base = '{"type": "entity", "name": "Ann", "entityType": "person", "observations": ["a"]}\n' + e("Ann", "b")
+    result = merged(base, base + e("Bo"), base)
+    assert result.data.decode() == e("Ann", "a", "b") + e("Bo")
+
+
+# ---- properties ------------------------------------------------------------------------------------------------
+
+NAMES = ["Ann", "Bo", "Cy", "Dee"]
+FACTS = ["a", "b", "c", "d", "e"]
+operation = st.one_of(
+    st.tuples(st.just("create"), st.sampled_from(NAMES), st.lists(st.sampled_from(FACTS), max_size=3)),
+    st.tuples(st.just("observe"), st.sampled_from(NAMES), st.lists(st.sampled_from(FACTS), min_size=1, max_size=2)),
+    st.tuples(st.just("forget"), st.sampled_from(NAMES), st.lists(st.sampled_from(FACTS), min_size=1, max_size=2)),
+    st.tuples(st.just("delete"), st.sampled_from(NAMES), st.just([])),
+    st.tuples(st.just("relate"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+    st.tuples(st.just("unrelate"), st.sampled_from(NAMES), st.sampled_from(NAMES)),
+)
+
+
+def apply(data: bytes, operations: list) -> bytes:
+    """A version of the file made by the store's own mutations, as the server would write it."""
+    graph = KnowledgeGraph.parse(data)
+    for kind, name, arg in operations:
+        if kind == "create":
+            graph.create_entities([Entity(name, "person", list(arg))])
+        elif kind == "observe" and name in graph.entities:
+            graph.add_observations([(name, list(arg))])
+        elif kind == "forget":
+            graph.delete_observations([(name, list(arg))])
+        elif kind == "delete":
+            graph.delete_entities([name])
+        elif kind == "relate" and name in graph.entities and arg in graph.entities:
+            graph.create_relations([Relation(name, arg, "knows")])
+        elif kind == "unrelate":
+            graph.delete_relations([(name, arg, "knows")])
+    return "".join(line + "\n" for line in graph.lines()).encode()
+
+
+def facts(data: bytes) -> set[tuple[str, str]]:
+    return {(name, o) for name, x in KnowledgeGraph.parse(data).entities.items() for o in x.observations}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    start=st.lists(operation, max_size=8),
+    ours_ops=st.lists(operation, max_size=6),
+    theirs_ops=st.lists(operation, max_size=6),
+)
+def test_merges_lose_no_addition_apply_every_deletion_and_ignore_direction(start, ours_ops, theirs_ops):
+    base = apply(b"", start)
+    ours, theirs = apply(base, ours_ops), apply(base, theirs_ops)
+    result = merging.merge(base, ours, theirs)
+    assert merging.merge(base, theirs, ours) == result
+    assert result.conflicts == []  # entity types never differ here
+    graph = KnowledgeGraph.parse(result.data)
+    assert graph.skipped_lines() == []
+    got = facts(result.data)
+    for side in (ours, theirs):
+        assert facts(side) - facts(base) <= got, "an added observation was lost"
+        assert not (facts(base) - facts(side)) & got, "a deleted observation came back"
+        side_relations, base_relations = content(side)[1], content(base)[1]
+        assert side_relations - base_relations <= set(graph.relations), "an added relation was lost"
+        assert not (base_relations - side_relations) & set(graph.relations), "a deleted relation came back"
+    untouched_deleted = {
+        name
+        for name in content(base)[0]
+        if (name not in content(ours)[0] and content(theirs)[0].get(name) == content(base)[0][name])
+        or (name not in content(theirs)[0] and content(ours)[0].get(name) == content(base)[0][name])
+    }
+    added_relations = (content(ours)[1] | content(theirs)[1]) - content(base)[1]
+    still_named = {end for relation in added_relations for end in relation[:2]}
+    assert not (untouched_deleted - still_named) & set(graph.entities), "a deleted entity came back"
+    assert content(merging.merge(base, base, theirs).data) == content(theirs)
+
+
+# ---- real git ----------------------------------------------------------------------------------------------------
+
+
+def install(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memory_server", "install-merge-driver", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env=git_env(),
+        check=False,
+    )
+
+
+def branches_that_change_the_same_memory(repo: Path) -> None:
+    """main and `feature` both change the committed memory file, starting from one commit."""
+    commit_file(repo, MEMORY, e("Ann", "likes tea") + e("Bo", "a dog") + e("Old") + r("Ann", "Bo"), "memory")
+    git(repo, "checkout", "-q", "-b", "feature")
+    commit_file(repo, MEMORY, e("Ann", "likes tea", "plays chess") + e("Bo", "a dog") + r("Ann", "Bo"), "feature")
+    git(repo, "checkout", "-q", "main")
+    commit_file(repo, MEMORY, e("Ann", "likes tea", "speaks French") + e("Bo", "a dog") + e("Old") + e("Cy"), "main")
+
+
+def test_without_the_driver_git_reports_a_conflict(tmp_path):
+    repo = new_repository(tmp_path / "repo")
+    branches_that_change_the_same_memory(repo)
+    assert git(repo, "merge", "feature", check=False).returncode != 0
+    assert "<<<<<<<" in (repo / MEMORY).read_text()
+
+
+def test_two_branches_changing_the_same_entity_merge_cleanly_through_the_driver(tmp_path):
+    repo = new_repository(tmp_path / "repo")
+    installed = install(repo)
+    assert installed.returncode == 0, installed.stderr
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "merge memory files with mcp-memory-contexts")
+    branches_that_change_the_same_memory(repo)
+
+    done = git(repo, "merge", "--no-edit", "feature", check=False)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    entities, relations = content((repo / MEMORY).read_bytes())
+    assert entities["Ann"][1] == {"likes tea", "plays chess", "speaks French"}  # nothing lost
+    assert "Old" not in entities  # deleted on feature: stays deleted
+    assert "Cy" in entities and relations == set()  # main deleted the relation
+    assert git(repo, "status", "--porcelain").stdout == ""
+    assert "<<<<<<<" not in (repo / MEMORY).read_text()
+
+
+def test_a_merge_the_other_way_gives_the_same_file(tmp_path):
+    repo = new_repository(tmp_path / "repo")
+    assert install(repo).returncode == 0
+    branches_that_change_the_same_memory(repo)
+    git(repo, "merge", "-q", "--no-edit", "feature")
+    on_main = (repo / MEMORY).read_bytes()
+    git(repo, "checkout", "-q", "feature")
+    git(repo, "merge", "-q", "--no-edit", "main~1")  # main before the merge
+    assert (repo / MEMORY).read_bytes() == on_main
+
+
+def test_a_real_conflict_stops_the_merge_with_a_valid_memory_file(tmp_path):
+    repo = new_repository(tmp_path / "repo")
+    assert install(repo).returncode == 0
+    commit_file(repo, MEMORY, e("Ann", "a"), "memory")
+    git(repo, "checkout", "-q", "-b", "feature")
+    commit_file(repo, MEMORY, e("Ann", "a", entity_type="robot"), "robot")
+    git(repo, "checkout", "-q", "main")
+    commit_file(repo, MEMORY, e("Ann", "a", entity_type="human"), "human")
+    done = git(repo, "merge", "feature", check=False)
+    assert done.returncode != 0 and "entityType" in done.stdout + done.stderr
+    text = (repo / MEMORY).read_text()
+    assert "<<<<<<<" not in text and "robot" in text and "human" in text
+
+
+def test_install_is_idempotent_and_local(tmp_path):
+    repo = new_repository(tmp_path / "repo")
+    (repo / ".gitattributes").write_text("*.png binary")  # no final newline
+    first, second = install(repo), install(repo, "--repository", str(repo))
+    assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+    assert "already has" in second.stdout
+    assert (repo / ".gitattributes").read_text() == "*.png binary\n.ai-memory.jsonl merge=mcp-memory-contexts\n"
+    driver = git(repo, "config", "--local", "merge.mcp-memory-contexts.driver").stdout.strip()
+    assert driver == "mcp-memory-contexts merge-driver %O %A %B"
+    assert git(repo, "config", "--global", "--get-regexp", "merge", check=False).stdout == ""
+    check = git(repo, "check-attr", "merge", "--", "sub/dir/.ai-memory.jsonl").stdout
+    assert check.strip().endswith("merge: mcp-memory-contexts")
+
+
+@pytest.mark.parametrize("pattern", ["two words", "!negated", ""])
+def test_install_refuses_patterns_gitattributes_cannot_hold(tmp_path, pattern):
+    repo = new_repository(tmp_path / "repo")
+    refused = install(repo, pattern)
+    assert refused.returncode == 2 and "pattern" in refused.stderr
+    assert not (repo / ".gitattributes").exists()
+
+
+def test_install_outside_a_repository_says_so(tmp_path):
+    refused = install(tmp_path)
+    assert refused.returncode == 2 and "rev-parse" in refused.stderr
+    assert not (tmp_path / ".gitattributes").exists()
