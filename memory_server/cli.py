@@ -1,6 +1,10 @@
-"""Command line: options and environment variables in, a running stdio server out.
+"""Command line: options and environment variables in; the stdio server, or one of the commands for people, out.
 
-Only this module prints, exits or configures logging, always on stderr: stdout carries the MCP protocol.
+The bare command and `serve` start the server, so client configurations never change. The other commands
+(`contexts`, `search`, `show`, `stats`, `export`, `import`, `check`, `view`) live in commands.py and run on the
+same core. The options shared by all (`--memory-path`, `--contexts-directory`, ...) work before or after the
+command's name. Only this module and commands.py print, exit or configure logging; logs always go to stderr,
+because the server's stdout carries the MCP protocol.
 """
 
 from __future__ import annotations
@@ -11,45 +15,83 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memory_server import __version__
+
+if TYPE_CHECKING:
+    from memory_server.contexts import Contexts
+    from memory_server.embeddings import EmbedderSlot
 
 logger = logging.getLogger("memory_server")
 
 APP = "mcp-memory-contexts"
 DESCRIPTION = """\
-An MCP memory server: a knowledge graph (entities, relations, observations) kept in JSONL files,
-compatible with @modelcontextprotocol/server-memory, with switchable memory contexts
-(personal, work, one per project). Speaks MCP over stdio; logs go to stderr.
+An MCP memory server: a knowledge graph in JSONL files, compatible with @modelcontextprotocol/server-memory, with
+switchable memory contexts. Without a command (or with `serve`) it speaks MCP over stdio; `COMMAND --help` tells
+more of each command. Every option can also be set by the environment variable in brackets; the option wins."""
+SHARED_HELP = f"The options of `{APP} --help` (--memory-path, --contexts-directory, ...) work here too."
 
-Every option can also be set with the environment variable named in brackets;
-the option wins when both are given."""
+SERVER = (None, "serve")
+GIT_COMMANDS = ("merge-driver", "install-merge-driver")  # merge.MERGE_COMMAND, merge.INSTALL_COMMAND
 
 
 def cli(*args: str) -> None:
-    """Parse `args` (default: sys.argv), set up logging and contexts, and serve MCP over stdio until closed."""
-    command = list(args or sys.argv[1:])
-    if command[:1] in (["merge-driver"], ["install-merge-driver"]):  # the git merge driver, see merge.py
-        sys.exit(_git_command(command))
+    """Parse `args` (default: sys.argv) and run what they ask for: the stdio server, a git command, or a command."""
     options = parse_options(args or None)
+    if options.command in GIT_COMMANDS:  # git runs these: nothing to set up, no logging of ours
+        sys.exit(_git_command(options))
+    serving = options.command in SERVER
+    level = options.log_level or ("info" if serving else "warning")
     logging.basicConfig(
-        level=options.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # watchfiles logs every change it sees; with stderr sent to a file in a watched folder that would feed itself.
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
     _single_threaded_blas()
+    if serving:
+        _serve(options)
+        return
+    from memory_server import commands  # imported here so that the server never loads what only commands use
+
+    sys.exit(commands.run(options, lambda: open_contexts(options), lambda: embeddings(options)))
+
+
+def _serve(options: argparse.Namespace) -> None:
     # Imported here so that --help and --version answer at once, and after the BLAS setting above.
     import anyio
 
-    from memory_server.contexts import ContextRegistry, Contexts
-    from memory_server.embeddings import EmbedderSlot
     from memory_server.search import Searcher
     from memory_server.server import build_server, serve_stdio
 
     if options.memory_path is None:
         _migrate_legacy_file(_standard_memory_path())
+    contexts = open_contexts(options)
+    for problem in contexts.registry.problems():
+        logger.warning(problem)
+    if options.default_context and options.default_context.lower() != contexts.active_name.lower():
+        logger.warning("No context is named %r; starting in %r.", options.default_context, contexts.active_name)
+    logger.info(
+        "Memory server %s: contexts in %s, active context '%s'",
+        __version__,
+        contexts.registry.file,
+        contexts.active_name,
+    )
+    server = build_server(
+        contexts,
+        Searcher(embeddings(options)),
+        context_admin=not options.no_context_admin,
+        project_boost=options.project_boost,
+    )
+    anyio.run(serve_stdio, server)
+
+
+def open_contexts(options: argparse.Namespace) -> Contexts:
+    """The contexts the options describe: the same registry and stores for the server and every command."""
+    from memory_server.contexts import ContextRegistry, Contexts
+
     registry = ContextRegistry(options.contexts_directory, _standard_memory_path(), options.lock_timeout)
-    contexts = Contexts(
+    return Contexts(
         registry,
         memory_path=_absolute(options.memory_path) if options.memory_path else None,
         default_context=options.default_context,
@@ -57,31 +99,25 @@ def cli(*args: str) -> None:
         read_only=options.read_only,
         lock_timeout=options.lock_timeout,
     )
-    for problem in registry.problems():
-        logger.warning(problem)
-    if options.default_context and options.default_context.lower() != contexts.active_name.lower():
-        logger.warning("No context is named %r; starting in %r.", options.default_context, contexts.active_name)
-    logger.info(
-        "Memory server %s: contexts in %s, active context '%s'", __version__, registry.file, contexts.active_name
-    )
-    embeddings = EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
-    server = build_server(
-        contexts, Searcher(embeddings), context_admin=not options.no_context_admin, project_boost=options.project_boost
-    )
-    anyio.run(serve_stdio, server)
 
 
-def _git_command(command: list[str]) -> int:
+def embeddings(options: argparse.Namespace) -> EmbedderSlot:
+    from memory_server.embeddings import EmbedderSlot
+
+    return EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
+
+
+def view_folder() -> Path:
+    """Where `view` writes its page unless told otherwise: a cache, never the current folder (it may be a project)."""
+    return _cache_home() / APP / "view"
+
+
+def _git_command(options: argparse.Namespace) -> int:
     """`merge-driver BASE OURS THEIRS`, which git runs, and `install-merge-driver [PATTERN ...]`."""
     from memory_server import merge
 
-    name, rest = command[0], command[1:]
-    parser = argparse.ArgumentParser(prog=f"{APP} {name}")
+    name = options.command
     if name == merge.MERGE_COMMAND:
-        parser.description = "Three-way merge of memory files for git (%O %A %B); the result goes to OURS."
-        for side in ("base", "ours", "theirs"):
-            parser.add_argument(side, type=Path)
-        options = parser.parse_args(rest)
         try:
             result = merge.merge_files(options.base, options.ours, options.theirs)
         except OSError as problem:
@@ -90,18 +126,8 @@ def _git_command(command: list[str]) -> int:
         for conflict in result.conflicts:
             print(f"{APP} {name}: conflict in {options.ours}: {conflict}", file=sys.stderr)
         return 1 if result.conflicts else 0
-    parser.description = "Set up the git repository of the current folder to merge memory files with merge-driver."
-    parser.add_argument(
-        "patterns",
-        nargs="*",
-        default=list(merge.DEFAULT_PATTERNS),
-        metavar="PATTERN",
-        help="files to merge this way, as .gitattributes patterns (default: .ai-memory.jsonl)",
-    )
-    parser.add_argument("--repository", type=Path, default=Path.cwd(), help="a folder of the repository")
-    options = parser.parse_args(rest)
     try:
-        steps = merge.install(options.repository, options.patterns)
+        steps = merge.install(options.repository or Path.cwd(), options.patterns or list(merge.DEFAULT_PATTERNS))
     except merge.MergeSetupError as problem:
         print(f"{APP} {name}: {problem}", file=sys.stderr)
         return 2
@@ -123,76 +149,181 @@ def parse_options(args: Sequence[str] | None = None) -> argparse.Namespace:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=APP, description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog=APP, description=DESCRIPTION, formatter_class=_formatter, usage=f"{APP} [options] [COMMAND ...]"
     )
+    _shared_options(parser, top=True)
+    parser.add_argument("--version", action="version", version=f"{APP} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    _command_options(commands)
+    return parser
+
+
+def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
+    """The options of the server, which every command accepts too. A command's copy has no default, so a value
+    given before the command's name is not reset by it."""
     env = os.environ.get
-    parser.add_argument(
+
+    def add(*names: str, default: Any = None, help: str, **kwargs: Any) -> None:
+        if top:
+            parser.add_argument(*names, default=default, help=help, **kwargs)
+        else:
+            parser.add_argument(*names, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+    add(
         "--memory-path",
         type=Path,
+        metavar="FILE",
         default=_path_or_none(env("MEMORY_FILE_PATH")),
-        help="memory file of the 'default' context; relative paths are relative to the current folder "
-        "[MEMORY_FILE_PATH] (default: $XDG_DATA_HOME/mcp-memory-contexts/memory.jsonl)",
+        help="the 'default' context's file [MEMORY_FILE_PATH] (default: memory.jsonl in "
+        "$XDG_DATA_HOME/mcp-memory-contexts)",
     )
-    parser.add_argument(
+    add(
         "--contexts-directory",
         type=Path,
+        metavar="DIR",
         default=_path_or_none(env("MEMORY_CONTEXTS_DIR")) or _config_home() / APP,
-        help="folder of contexts.json, the context registry [MEMORY_CONTEXTS_DIR] "
-        "(default: $XDG_CONFIG_HOME/mcp-memory-contexts)",
+        help="folder of contexts.json [MEMORY_CONTEXTS_DIR] (default: $XDG_CONFIG_HOME/mcp-memory-contexts)",
     )
-    parser.add_argument(
+    add(
         "--default-context",
+        metavar="NAME",
         default=env("MEMORY_DEFAULT_CONTEXT") or None,
-        help="context active at start [MEMORY_DEFAULT_CONTEXT] "
-        "(default: activeContext of contexts.json, else 'default')",
+        help="context active at start [MEMORY_DEFAULT_CONTEXT] (default: contexts.json's activeContext)",
     )
-    parser.add_argument(
+    add(
         "--project-dir",
         type=Path,
+        metavar="DIR",
         default=_path_or_none(env("MEMORY_PROJECT_DIR")),
-        help="folder to detect the project from for {projectDir} contexts [MEMORY_PROJECT_DIR] "
-        "(default: the client's workspace root, else the current folder)",
+        help="where project detection starts [MEMORY_PROJECT_DIR] (default: the client's root, or here)",
     )
-    parser.add_argument(
+    add(
         "--read-only",
         action="store_true",
         default=_flag(env("MEMORY_READ_ONLY")),
-        help="refuse every change to every memory file [MEMORY_READ_ONLY=1]",
+        help="refuse every change to every memory [MEMORY_READ_ONLY=1]",
     )
-    parser.add_argument(
+    add(
         "--no-context-admin",
         action="store_true",
         default=_flag(env("MEMORY_NO_CONTEXT_ADMIN")),
-        help="leave out the add_context and remove_context tools [MEMORY_NO_CONTEXT_ADMIN=1]",
+        help="no add_context, remove_context tools [MEMORY_NO_CONTEXT_ADMIN=1]",
     )
-    parser.add_argument(
+    add(
         "--lock-timeout",
         type=_positive_float,
+        metavar="SECONDS",
         default=env("MEMORY_LOCK_TIMEOUT") or "10",  # a string default goes through `type`, errors included
-        help="seconds to wait for another process's lock on a memory file [MEMORY_LOCK_TIMEOUT] (default: 10)",
+        help="wait for another process's lock [MEMORY_LOCK_TIMEOUT] (default: 10)",
     )
-    parser.add_argument(
+    add(
         "--embedding-model",
+        metavar="MODEL",
         default=env("MEMORY_EMBEDDING_MODEL") or None,
-        help="model2vec model for semantic search: a folder or a hub id such as minishlab/potion-base-8M, or "
-        "'none' for keyword ranking only [MEMORY_EMBEDDING_MODEL] (default: the bundled model)",
+        help="model2vec model: a folder, a hub id, or 'none' [MEMORY_EMBEDDING_MODEL] (default: the bundled one)",
     )
-    parser.add_argument(
+    add(
         "--project-boost",
         type=float,
+        metavar="SHARE",
         default=env("MEMORY_PROJECT_BOOST") or "0.05",
-        help="preference for the current project's relevant hits when searching every context: their scores grow "
-        "by this share [MEMORY_PROJECT_BOOST] (default: 0.05)",
+        help="how much this project's relevant hits grow in a search of every context [MEMORY_PROJECT_BOOST] "
+        "(default: 0.05)",
     )
-    parser.add_argument(
+    add(
         "--log-level",
         choices=["debug", "info", "warning", "error"],
+        metavar="LEVEL",
         type=str.lower,
-        default=(env("MEMORY_LOG_LEVEL") or "info").lower(),
-        help="how much to log on stderr [MEMORY_LOG_LEVEL] (default: info)",
+        default=(env("MEMORY_LOG_LEVEL") or "").lower() or None,
+        help="debug, info, warning or error [MEMORY_LOG_LEVEL] (default: info; warning for commands)",
     )
-    parser.add_argument("--version", action="version", version=f"{APP} {__version__}")
-    return parser
+
+
+def _command_options(commands: Any) -> None:
+    from memory_server.interchange import FORMATS, SOURCES
+
+    def command(name: str, summary: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(
+            name, prog=f"{APP} {name}", help=summary, description=summary, epilog=SHARED_HELP, formatter_class=_formatter
+        )
+        _shared_options(sub, top=False)
+        return sub
+
+    def context_option(sub: argparse.ArgumentParser, every: bool = False) -> None:
+        sub.add_argument(
+            "--context",
+            metavar="NAME",
+            help="the context to use (default: the active one)" + ("; '*' for every context" if every else ""),
+        )
+
+    def json_option(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--json", action="store_true", help="print one JSON document, for scripts")
+
+    command("serve", "start the MCP server on stdio (the default)")
+    json_option(command("contexts", "every context: its file, its counts; this project"))
+    sub = command("search", "search a memory by meaning and keywords")
+    sub.add_argument("query", metavar="QUERY", help="what to look for")
+    context_option(sub, every=True)
+    sub.add_argument("--mode", choices=["hybrid", "semantic", "keyword"], default="hybrid", help="(default: hybrid)")
+    sub.add_argument("--limit", type=_positive_int, default=10, metavar="N", help="most matches to show (10)")
+    json_option(sub)
+    sub = command("show", "entities with their observations and relations")
+    sub.add_argument("names", nargs="+", metavar="NAME", help="entity names, exactly as stored")
+    context_option(sub)
+    json_option(sub)
+    sub = command("stats", "counts, types, most connected entities, problems")
+    context_option(sub)
+    json_option(sub)
+    sub = command("export", "write a memory as JSONL, JSON, GraphML or Markdown")
+    sub.add_argument("--format", choices=FORMATS, default="jsonl", help="(default: jsonl)")
+    context_option(sub)
+    sub.add_argument("--out", type=Path, metavar="FILE", help="write to FILE (default: standard output)")
+    sub = command("import", "merge an official server's or .aim memory file in")
+    sub.add_argument("file", type=Path, metavar="FILE", help="memory.jsonl, memory.json, or a .aim store file")
+    sub.add_argument(
+        "--from",
+        dest="source",
+        choices=SOURCES,
+        help="the file's program (default: told by its first line)",
+    )
+    context_option(sub)
+    sub.add_argument("--dry-run", action="store_true", help="say what would change and write nothing")
+    json_option(sub)
+    sub = command("check", "validate a memory file, listing unusable lines")
+    sub.add_argument("file", type=Path, nargs="?", metavar="FILE", help="the file (default: the context's file)")
+    context_option(sub)
+    json_option(sub)
+    sub = command("view", "write an HTML page that draws a memory's graph")
+    context_option(sub)
+    sub.add_argument("--out", type=Path, metavar="FILE.html", help=f"where (default: {view_folder()}/NAME.html)")
+    sub.add_argument("--open", action="store_true", help="open it in the web browser")
+    _git_command_options(commands)
+
+
+def _git_command_options(commands: Any) -> None:
+    """The git merge driver's commands (merge.py): git runs the first, a person the second, once per repository."""
+    summary = "three-way merge of a memory file, run by git (%O %A %B); the result goes to OURS"
+    sub = commands.add_parser(
+        GIT_COMMANDS[0], prog=f"{APP} {GIT_COMMANDS[0]}", help="git's merge driver for memory files", description=summary
+    )
+    for side in ("base", "ours", "theirs"):
+        sub.add_argument(side, type=Path, metavar=side.upper())
+    summary = "set up the git repository of this folder to merge memory files with merge-driver"
+    sub = commands.add_parser(
+        GIT_COMMANDS[1], prog=f"{APP} {GIT_COMMANDS[1]}", help="set up merge-driver in a git repository", description=summary
+    )
+    sub.add_argument(
+        "patterns",
+        nargs="*",
+        metavar="PATTERN",
+        help="files to merge this way, as .gitattributes patterns (default: .ai-memory.jsonl)",
+    )
+    sub.add_argument("--repository", type=Path, help="a folder of the repository (default: the current folder)")
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=28)
 
 
 def _standard_memory_path() -> Path:
@@ -242,4 +373,14 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
     if not number > 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be more than 0 seconds")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be 1 or more")
     return number

@@ -399,6 +399,21 @@ class Contexts:
         filled = fill(config.path, project, self.memory_folders(), self.registry.directory)
         return ResolvedContext(config.name, filled.path, config, read_only, project, project_file=filled.in_project)
 
+    def resolve_every(self, project_dir: str | None = None) -> tuple[list[ResolvedContext], list[str]]:
+        """Every context whose file can be worked out now, each file once (the first name of a file wins), and the
+        names of the contexts that cannot be resolved now."""
+        resolved: list[ResolvedContext] = []
+        unresolved: list[str] = []
+        for config in self.registry.contexts():
+            try:
+                context = self.resolve_config(config, project_dir)
+            except MemoryServerError:
+                unresolved.append(config.name)
+                continue
+            if all(r.path != context.path for r in resolved):
+                resolved.append(context)
+        return resolved, unresolved
+
     def start(self, project_dir: str | None = None) -> Start:
         """Where project detection starts: the call's projectDir (a path or a file:// URI; a relative one is
         taken from the client's workspace root, else MEMORY_PROJECT_DIR, else the server's current folder),

@@ -11,6 +11,7 @@ import hashlib
 import io
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 BUNDLED_MODEL = Path(__file__).resolve().parent / "model"
 BUNDLED_NAME = "bundled:all-MiniLM-L6-v2-static-256"
 OFF = "none"
+PROGRESS_STEP = 4096  # texts encoded between two progress reports
 
 
 class Embedder:
@@ -38,6 +40,8 @@ class Embedder:
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
         self._unsaved = 0
         self._save_timer: threading.Timer | None = None
+        # Told (done, total) as a long encode goes: the command line draws a progress bar with it.
+        self.on_progress: Callable[[int, int], None] | None = None
         self._load_cache()
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -46,7 +50,7 @@ class Embedder:
         with self._lock:
             missing = {k: t for k, t in zip(keys, texts) if k not in self._memo}
             if missing:
-                vectors = self._encode_new(list(missing.values()))
+                vectors = self._encode_reporting(list(missing.values()))
                 self._memo.update(zip(missing.keys(), vectors))
                 self._unsaved += len(missing)
             if not keys:
@@ -91,6 +95,15 @@ class Embedder:
             write_atomically(self._cache_file, buffer.getvalue())
         except OSError as problem:
             logger.warning("Could not save the vector cache %s: %s", self._cache_file, problem)
+
+    def _encode_reporting(self, texts: list[str]) -> np.ndarray:
+        if self.on_progress is None or len(texts) <= PROGRESS_STEP:
+            return self._encode_new(texts)
+        parts = []
+        for start in range(0, len(texts), PROGRESS_STEP):
+            parts.append(self._encode_new(texts[start : start + PROGRESS_STEP]))
+            self.on_progress(start + len(parts[-1]), len(texts))
+        return np.concatenate(parts)
 
     def _encode_new(self, texts: list[str]) -> np.ndarray:
         # The tokenizer takes only valid Unicode: a lone surrogate (which JSON allows) becomes "?".

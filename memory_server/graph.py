@@ -146,9 +146,11 @@ class KnowledgeGraph:
                 added.append(entity)
         return added
 
-    def create_relations(self, relations: Iterable[Relation]) -> list[Relation]:
+    def create_relations(self, relations: Iterable[Relation], require_ends: bool = True) -> list[Relation]:
+        """Add the relations not there yet. `require_ends=False` is for imports of files that name an entity they
+        lack (older official servers wrote such lines): kept as they were, like such lines when a file is read."""
         relations = list(relations)
-        for relation in relations:
+        for relation in relations if require_ends else ():
             for end in (relation.source, relation.target):
                 if end not in self.entities:
                     raise EntityNotFoundError(end)

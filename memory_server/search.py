@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, tokenize, words
 from memory_server.store import GraphStore
+
+if TYPE_CHECKING:
+    from memory_server.contexts import Contexts, ResolvedContext
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
@@ -337,6 +340,11 @@ class Target:
     label: str
     store: GraphStore
     boost: float = 0.0
+
+
+def every_target(contexts: Contexts, resolved: ResolvedContext, project_boost: float) -> Target:
+    """One context of a search across every context: the current project's memory gets `project_boost`."""
+    return Target(resolved.name, contexts.store(resolved), project_boost if resolved.project is not None else 0.0)
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from memory_server.models import (
 )
 from memory_server.project import file_uri_path
 from memory_server.resources import LiveUpdates, add_resources
-from memory_server.search import Mode, Searcher, Target
+from memory_server.search import Mode, Searcher, Target, every_target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore
 
@@ -354,20 +354,8 @@ class MemoryTools:
     def _search_everywhere(
         self, query: str, mode: Mode, limit: int | None, min_score: float | None, project_dir: str | None
     ) -> CallToolResult:
-        targets: list[Target] = []
-        searched: list[ResolvedContext] = []
-        skipped: list[str] = []
-        for config in self.contexts.registry.contexts():
-            try:
-                resolved = self.contexts.resolve_config(config, project_dir)
-            except MemoryServerError:
-                skipped.append(config.name)
-                continue
-            if any(r.path == resolved.path for r in searched):
-                continue  # two names for one file: search it once
-            searched.append(resolved)
-            boost = self.project_boost if resolved.project is not None else 0.0
-            targets.append(Target(resolved.name, self.contexts.store(resolved), boost))
+        searched, skipped = self.contexts.resolve_every(project_dir)
+        targets = [every_target(self.contexts, resolved, self.project_boost) for resolved in searched]
         try:
             structured, body = present.search_result(self.searcher.search(targets, query, mode, limit, min_score))
         except MemoryServerError as problem:

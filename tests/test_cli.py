@@ -80,3 +80,56 @@ def test_a_bad_environment_value_is_reported_like_a_bad_option(monkeypatch, caps
     with pytest.raises(SystemExit):
         cli.parse_options([])
     assert "'forever' is not a number of seconds" in capsys.readouterr().err
+
+
+def test_no_command_or_serve_starts_the_server_and_commands_parse_their_own_options():
+    assert cli.parse_options([]).command is None
+    assert cli.parse_options(["serve"]).command == "serve"
+    options = cli.parse_options(["search", "rent", "--context", "*", "--mode", "keyword", "--limit", "3", "--json"])
+    assert (options.command, options.query, options.context, options.mode, options.limit, options.json) == (
+        "search",
+        "rent",
+        "*",
+        "keyword",
+        3,
+        True,
+    )
+    options = cli.parse_options(["import", "m.json", "--from", "aim", "--dry-run"])
+    assert (options.file, options.source, options.dry_run) == (Path("m.json"), "aim", True)
+
+
+def test_shared_options_hold_before_and_after_the_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("MEMORY_LOCK_TIMEOUT", "4")
+    before = cli.parse_options(["--memory-path", "a.jsonl", "--read-only", "stats"])
+    assert before.memory_path == Path("a.jsonl") and before.read_only and before.lock_timeout == 4
+    after = cli.parse_options(["stats", "--memory-path", "b.jsonl", "--lock-timeout", "2"])
+    assert after.memory_path == Path("b.jsonl") and after.lock_timeout == 2 and not after.read_only
+    both = cli.parse_options(["--memory-path", "a.jsonl", "show", "Ann", "--memory-path", "c.jsonl"])
+    assert both.memory_path == Path("c.jsonl")  # the last one given wins, as with any option
+
+
+def test_commands_log_warnings_only_unless_asked(monkeypatch):
+    assert cli.parse_options(["stats"]).log_level is None  # warning for commands, info for the server
+    monkeypatch.setenv("MEMORY_LOG_LEVEL", "debug")
+    assert cli.parse_options(["stats"]).log_level == "debug"
+
+
+def test_every_command_has_a_help_page():
+    for command in ("serve", "contexts", "search", "show", "stats", "export", "import", "check", "view"):
+        done = subprocess.run(
+            [sys.executable, "-m", "memory_server", command, "--help"], capture_output=True, text=True
+        )
+        assert done.returncode == 0 and done.stdout.startswith(f"usage: mcp-memory-contexts {command}")
+
+
+def test_the_git_commands_are_the_ones_merge_installs():
+    from memory_server import merge
+
+    assert cli.GIT_COMMANDS == (merge.MERGE_COMMAND, merge.INSTALL_COMMAND)
+    options = cli.parse_options(["merge-driver", "base", "ours", "theirs"])
+    assert (options.command, options.base, options.ours, options.theirs) == (
+        "merge-driver",
+        Path("base"),
+        Path("ours"),
+        Path("theirs"),
+    )

@@ -115,3 +115,16 @@ def test_text_with_a_lone_surrogate_can_be_embedded():
     embedder, _ = load_embedder(None, cache_dir=None)
     vectors = embedder.encode(["broken \ud800 text", "fine text"])
     assert vectors.shape == (2, embedder.dim) and not np.isnan(vectors).any()
+
+
+def test_long_encodes_report_progress_in_steps(tiny_model, monkeypatch):
+    from memory_server import embeddings
+
+    monkeypatch.setattr(embeddings, "PROGRESS_STEP", 4)
+    embedder = Embedder(tiny_model, "tiny")
+    reports = []
+    embedder.on_progress = lambda done, total: reports.append((done, total))
+    texts = [f"cat dog {i}" for i in range(10)]
+    vectors = embedder.encode(texts)
+    assert reports == [(4, 10), (8, 10), (10, 10)]
+    assert np.allclose(vectors, Embedder(tiny_model, "tiny").encode(texts))  # the same vectors in one go
