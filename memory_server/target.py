@@ -65,8 +65,11 @@ def find_target(path: Path, allowed_root: Path | None = None) -> Target:
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise NotAMemoryFileError(path, f"{path} is a chain of symbolic links that never ends", "Fix or remove the links.")
     if st is not None and not stat.S_ISREG(st.st_mode):
+        it = f"it is a symbolic link to {real}, which is" if linked else "it is"
         raise NotAMemoryFileError(
-            path, f"{shown} {kind_of(st.st_mode)}, not a regular file", "Point the context at a .jsonl memory file."
+            path,
+            f"Cannot read memory file {path}: {it} {kind_of(st.st_mode)}, not a regular file",
+            "Point the context at a .jsonl memory file.",
         )
     if linked and not real.name.endswith(MEMORY_SUFFIX):
         raise NotAMemoryFileError(

@@ -99,7 +99,7 @@ async def test_a_named_pipe_is_a_clear_error_and_other_contexts_keep_working(tmp
             with anyio.fail_after(15):
                 for tool, arguments in (("read_graph", {}), ("create_entities", {"entities": [entity("x")]})):
                     message = await failure(s, tool, context="pipe", **arguments)
-                    assert f"{pipe} is a named pipe (FIFO), not a regular file" in message
+                    assert f"{pipe}: it is a named pipe (FIFO), not a regular file" in message
                 await ok(s, "create_entities", entities=[entity("a")])
                 assert await names(s) == ["a"]
     finally:

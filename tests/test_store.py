@@ -134,7 +134,7 @@ def test_unreadable_path_names_the_file(tmp_path):
     folder = tmp_path / "actually-a-folder.jsonl"
     folder.mkdir()
     store = GraphStore(folder)
-    with pytest.raises(NotAMemoryFileError, match=r"actually-a-folder.jsonl is a folder, not a regular file"):
+    with pytest.raises(NotAMemoryFileError, match=r"actually-a-folder.jsonl: it is a folder, not a regular file"):
         names(store)
 
 
@@ -450,7 +450,7 @@ def test_a_named_pipe_is_a_clear_error_not_a_hang(tmp_path):
         if reader.is_alive():  # unblock the open() it hangs in
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
     assert isinstance(outcome[0], NotAMemoryFileError)
-    assert f"{path} is a named pipe (FIFO), not a regular file" in str(outcome[0])
+    assert f"{path}: it is a named pipe (FIFO), not a regular file" in str(outcome[0])
 
 
 def test_a_link_to_a_device_is_refused_without_reading_it(tmp_path):
@@ -471,7 +471,7 @@ def test_a_link_to_a_device_is_refused_without_reading_it(tmp_path):
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.stdout.startswith(f"NotAMemoryFileError {link} is a symbolic link to /dev/zero"), done.stdout + done.stderr
+    assert done.stdout.startswith(f"NotAMemoryFileError Cannot read memory file {link}: it is a symbolic link to /dev/zero"), done.stdout + done.stderr
 
 
 # ---- the lock file ---------------------------------------------------------------------------------------------
