@@ -150,6 +150,7 @@ def ours_spec(memory_file: Path) -> ServerSpec:
         XDG_DATA_HOME=str(home / "xdg-data"),
         XDG_CACHE_HOME=str(home / "xdg-cache"),
         MEMORY_LOG_LEVEL="warning",
+        MEMORY_MAX_RESULT_TOKENS="0",  # the same work as upstream: read_graph gives the whole graph in one answer
     )
     args = ["-m", "memory_server", "--memory-path", str(memory_file.resolve())]
     return ServerSpec("ours", sys.executable, args, env, str(memory_file.resolve()))
@@ -419,15 +420,7 @@ def raw_read_graph(spec: ServerSpec, calls: int, timeout: float, cwd: Path) -> T
     The SDK's stdio client joins its line buffer again for every 64 KiB chunk it reads, so its cost grows with the
     square of an answer's size and hides the servers' own time on big graphs; this row measures the servers alone.
     """
-    proc = subprocess.Popen(
-        [spec.command, *spec.args],
-        env=spec.env,
-        cwd=cwd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    RAW_PROCESSES.add(proc)
+    proc = spawn(spec, cwd)
     watchdog = threading.Timer(timeout * (calls + 2), proc.kill)  # bounds every blocking read below
     watchdog.start()
     timing, times = Timing(), []
@@ -460,6 +453,20 @@ def raw_read_graph(spec: ServerSpec, calls: int, timeout: float, cwd: Path) -> T
         RAW_PROCESSES.discard(proc)
     timing.median_ms, timing.calls = (statistics.median(times) if times else None), len(times)
     return timing
+
+
+def spawn(spec: ServerSpec, cwd: Path) -> subprocess.Popen[bytes]:
+    """Start a server for the bare pipe (killed on exit if still running)."""
+    proc = subprocess.Popen(
+        [spec.command, *spec.args],
+        env=spec.env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    RAW_PROCESSES.add(proc)
+    return proc
 
 
 def send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:

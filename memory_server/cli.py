@@ -82,6 +82,7 @@ def _serve(options: argparse.Namespace) -> None:
         Searcher(embeddings(options)),
         context_admin=not options.no_context_admin,
         project_boost=options.project_boost,
+        max_result_tokens=options.max_result_tokens,
     )
     anyio.run(serve_stdio, server)
 
@@ -229,6 +230,13 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
         default=env("MEMORY_PROJECT_BOOST") or "0.05",
         help="how much this project's relevant hits grow in a search of every context [MEMORY_PROJECT_BOOST] "
         "(default: 0.05)",
+    )
+    add(
+        "--max-result-tokens",
+        type=_token_count,
+        metavar="N",
+        default=env("MEMORY_MAX_RESULT_TOKENS") or "20000",
+        help="most tokens per result, 0: no limit [MEMORY_MAX_RESULT_TOKENS] (default: 20000)",
     )
     add(
         "--log-level",
@@ -384,3 +392,11 @@ def _positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"{value!r} must be 1 or more")
     return number
+
+
+def _token_count(value: str) -> int:
+    """A number of tokens, or 0 for no limit."""
+    try:
+        return 0 if value.strip() == "0" else _positive_int(value)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"{value!r} must be a whole number of tokens, or 0 for no limit") from None

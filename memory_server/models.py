@@ -42,7 +42,7 @@ class RelationItem(BaseModel):
 
 
 class RelationKey(BaseModel):
-    """A relation as stored: any strings. Deletions take these, so an odd name is simply not found."""
+    # A relation as stored: any strings. Deletions take these, so an odd name is simply not found.
 
     model_config = ConfigDict(title="Relation", populate_by_name=True)
 
@@ -52,13 +52,19 @@ class RelationKey(BaseModel):
 
 
 class EntityRecord(BaseModel):
-    """An entity as stored, in results: whatever an older file holds is shown as it is."""
-
+    # An entity as stored, in results: whatever an older file holds is shown as it is.
     model_config = ConfigDict(title="Entity")
 
     name: Annotated[str, Field(description=ENTITY_NAME)]
     entityType: Annotated[str, Field(description=ENTITY_TYPE)]
     observations: Annotated[list[str], Field(description=OBSERVATIONS)]
+
+
+class EntityShown(EntityRecord):
+    # read_graph's detail='summary' and 'names' leave out the observations.
+    observations: Annotated[list[str], Field(description=OBSERVATIONS)] = None  # type: ignore[assignment]
+    observationCount: int = None  # type: ignore[assignment]
+    relationCount: int = None  # type: ignore[assignment]
 
 
 class ObservationAddition(BaseModel):
@@ -72,26 +78,25 @@ class ObservationDeletion(BaseModel):
 
 
 # ---- results -------------------------------------------------------------------------------------------------
+# Optional keys are left out of a result rather than set to null, so their schemas say what they hold when present
+# (a default of None that the type does not allow is never validated: these models only make schemas).
 
-
-class ContextInfo(BaseModel):
-    name: str
-    path: str | None  # None for a search across every context ("*")
-    projectDir: str | None = None
-    readOnly: bool
+Counts = dict[str, Any]  # what a result holds in all, when it does not show it all: {"entities": 200, ...}
 
 
 class _Result(BaseModel):
-    context: ContextInfo | None = None
-    warnings: list[str] | None = None
+    context: dict[str, Any] = None  # type: ignore[assignment]  # name, path, projectDir, readOnly
+    warnings: list = None  # type: ignore[assignment,type-arg]  # of strings
 
 
 class EntitiesResult(_Result):
     entities: list[EntityRecord]
+    total: Counts = None  # type: ignore[assignment]
 
 
 class RelationsResult(_Result):
     relations: list[RelationKey]
+    total: Counts = None  # type: ignore[assignment]
 
 
 class AddedObservations(BaseModel):
@@ -101,6 +106,7 @@ class AddedObservations(BaseModel):
 
 class ObservationsResult(_Result):
     results: list[AddedObservations]
+    total: Counts = None  # type: ignore[assignment]
 
 
 class SuccessResult(_Result):
@@ -108,8 +114,19 @@ class SuccessResult(_Result):
     message: str
 
 
-class GraphResult(_Result):
+class _Paged(_Result):
+    total: Counts = None  # type: ignore[assignment]
+    nextCursor: str = None  # type: ignore[assignment]
+
+
+class GraphResult(_Paged):
     entities: list[EntityRecord]
+    relations: list[RelationKey]
+
+
+class GraphPage(_Paged):
+    overview: dict[str, Any] = None  # type: ignore[assignment]
+    entities: list[EntityShown]
     relations: list[RelationKey]
 
 
@@ -120,17 +137,50 @@ class Match(BaseModel):
     context: str
 
 
-class SearchInfo(BaseModel):
-    mode: str
-    model: str | None
-    semantic: bool
-    note: str | None = None
-
-
 class SearchResult(GraphResult):
     matches: list[Match]
-    search: SearchInfo
-    searched: list[ContextInfo] | None = None
+    search: dict[str, Any]  # mode, model, semantic, note
+    searched: list[dict[str, Any]] = None  # type: ignore[assignment]
+
+
+def lean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A tool's schema as few tokens as it takes: `$ref`s inlined (items read in place, as in the official
+    server's schemas), no generated titles, optional arguments without `null` (leaving one out says the same),
+    nullable values as `"type": [t, "null"]`."""
+    return _lean(inline_refs(schema))
+
+
+def _lean(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_lean(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    node.pop("title", None)
+    if node.get("additionalProperties") is True:
+        del node["additionalProperties"]
+    if node.get("items") == {}:
+        del node["items"]
+    variants = node.get("anyOf")
+    if isinstance(variants, list) and {"type": "null"} in variants and len(variants) == 2:
+        (kept,) = [v for v in variants if v != {"type": "null"}]
+        del node["anyOf"]
+        if node.get("default", ...) is None:  # an optional argument: leaving it out means None
+            del node["default"]
+            node = {**kept, **node}
+        elif set(kept) == {"type"} and isinstance(kept["type"], str):
+            node = {"type": [kept["type"], "null"], **node}
+        else:
+            node["anyOf"] = variants
+    if node.get("default", ...) is None:
+        del node["default"]
+    lean = {}
+    for key, value in node.items():
+        if key == "properties":
+            lean[key] = {name: _lean(schema) for name, schema in value.items()}
+        else:
+            lean[key] = _lean(value)
+    return lean
 
 
 def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:

@@ -27,9 +27,11 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from memory_server.budget import Budget
 from memory_server.contexts import Contexts
 from memory_server.errors import MemoryServerError
 from memory_server.present import as_json
+from memory_server.results import graph_document
 from memory_server.search import Searcher
 from memory_server.store import GraphStore
 from memory_server.watch import FolderWatcher
@@ -128,26 +130,24 @@ class LiveUpdates:
                 group.cancel_scope.cancel()
 
 
-def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any) -> None:
+def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, budget: Budget) -> None:
     contexts = live.contexts
 
     def graph_json(name: str | None) -> str:
+        """The graph as JSON, or its overview and first page when it is larger than the result budget."""
         try:
-            store = contexts.store(contexts.resolve(name))
+            resolved = contexts.resolve(name)
+            store = contexts.store(resolved)
             with store.reading() as graph:
-                data = {
-                    "entities": [e.to_dict() for e in graph.entity_list()],
-                    "relations": [r.to_dict() for r in graph.relations.values()],
-                }
+                return graph_document(graph, budget, resolved.name, resolved.name == contexts.active_name)
         except MemoryServerError as problem:
             raise ResourceError(str(problem)) from None
-        return as_json(data)
 
     @server.resource(
         GRAPH_URI,
         name="knowledge-graph",
         title="Knowledge Graph",
-        description="The full knowledge graph of the active memory context, with all entities and relations",
+        description="The knowledge graph of the active memory context (an overview and the first page when large)",
         mime_type="application/json",
     )
     def knowledge_graph() -> str:

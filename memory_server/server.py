@@ -19,14 +19,15 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_server import __version__, present
+from memory_server import __version__, present, results
+from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError, ReadOnlyError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
     EntitiesResult,
     EntityItem,
-    GraphResult,
+    GraphPage,
     ObservationAddition,
     ObservationDeletion,
     ObservationsResult,
@@ -35,28 +36,23 @@ from memory_server.models import (
     RelationsResult,
     SearchResult,
     SuccessResult,
-    inline_refs,
+    lean_schema,
 )
 from memory_server.project import file_uri_path
 from memory_server.resources import LiveUpdates, add_resources
+from memory_server.results import Detail
 from memory_server.search import Mode, Searcher, Target, every_target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore
 
 logger = logging.getLogger(__name__)
 
-ContextArg = Annotated[
-    str | None,
-    Field(description="Memory context to use for this call only (see list_contexts). Default: the active context."),
-]
+ContextArg = Annotated[str | None, Field(description="Memory context for this call only (default: active)")]
 ProjectDirArg = Annotated[
     str | None,
-    Field(
-        description="Folder to detect the project from, for a project-based context: a path (a relative one is "
-        "taken from the workspace root) or a file:// URI. "
-        "Default: MEMORY_PROJECT_DIR, else the client's workspace root, else the server's folder."
-    ),
+    Field(description="Project folder: a path (relative to the workspace) or file:// URI"),
 ]
+CursorArg = Annotated[str | None, Field(description="nextCursor of the previous page")]
 
 EVERY_CONTEXT = "*"
 DEFAULT_LIMIT = 10
@@ -74,12 +70,18 @@ class MemoryTools:
     """The tools of one server process, bound to its contexts."""
 
     def __init__(
-        self, contexts: Contexts, searcher: Searcher, live: LiveUpdates, project_boost: float = PROJECT_BOOST
+        self,
+        contexts: Contexts,
+        searcher: Searcher,
+        live: LiveUpdates,
+        project_boost: float = PROJECT_BOOST,
+        budget: Budget | None = None,
     ) -> None:
         self.contexts = contexts
         self.searcher = searcher
         self.live = live
         self.project_boost = project_boost
+        self.budget = budget or Budget()
         self._roots_stale = True
         self._roots_lock = anyio.Lock()
         self._turn = anyio.Lock()
@@ -94,7 +96,7 @@ class MemoryTools:
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
             resolved.require_writable()
             added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
-            return {"entities": added}, present.as_json(added)
+            return results.echo(added, "entities", self.budget, "Created", {"entities": len(added)})
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -106,7 +108,7 @@ class MemoryTools:
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
             resolved.require_writable()
             added = [r.to_dict() for r in store.mutate(lambda graph: graph.create_relations(new))]
-            return {"relations": added}, present.as_json(added)
+            return results.echo(added, "relations", self.budget, "Created", {"relations": len(added)})
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -122,8 +124,9 @@ class MemoryTools:
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
             resolved.require_writable()
             done = store.mutate(lambda graph: graph.add_observations(additions))
-            results = [{"entityName": name, "addedObservations": added} for name, added in done]
-            return {"results": results}, present.as_json(results)
+            added = [{"entityName": name, "addedObservations": new} for name, new in done]
+            counts = {"entities": len(added), "observations": sum(len(new) for _, new in done)}
+            return results.echo(added, "results", self.budget, "Added", counts)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -163,11 +166,30 @@ class MemoryTools:
         )
 
     async def read_graph(
-        self, ctx: Context, context: ContextArg = None, projectDir: ProjectDirArg = None
-    ) -> Annotated[CallToolResult, GraphResult]:
-        return await self._call(
-            ctx, context, projectDir, _graph_reader(lambda g: (g.entity_list(), list(g.relations.values())))
-        )
+        self,
+        ctx: Context,
+        detail: Annotated[
+            Detail | None,
+            Field(
+                description="'full' (default), 'summary' (observation and relation counts) or 'names' (name, "
+                "type); relations only with 'full'"
+            ),
+        ] = None,
+        entityType: Annotated[
+            str | None, Field(description="Only entities of this type, with the relations touching them")
+        ] = None,
+        limit: Annotated[int | None, Field(ge=1, description="Most entities per page")] = None,
+        cursor: CursorArg = None,
+        context: ContextArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> Annotated[CallToolResult, GraphPage]:
+        query = results.GraphQuery(detail, entityType, limit, cursor)
+
+        def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+            with store.reading() as graph:
+                return results.read_graph(graph, self.budget, query, resolved.name)
+
+        return await self._call(ctx, context, projectDir, work)
 
     async def search_nodes(
         self,
@@ -178,27 +200,18 @@ class MemoryTools:
         mode: Annotated[
             Mode,
             Field(
-                description="'hybrid' (default): meaning and keywords blended; 'semantic': meaning only; "
-                "'keyword': the whole query as a case-insensitive substring, like the official server"
+                description="'hybrid': meaning and keywords; 'semantic': meaning; 'keyword': case-insensitive "
+                "substring, as the official server"
             ),
         ] = "hybrid",
         limit: Annotated[
             int | None,
-            Field(
-                ge=1,
-                description="Most matches (observations or names) to return, best first; their entities come "
-                "with them (default 10; keyword mode: every matching entity unless given)",
-            ),
+            Field(ge=1, description="Most matches, best first (default 10; keyword mode: all)"),
         ] = None,
-        minScore: Annotated[
-            float | None, Field(ge=0, description="Leave out matches scoring below this (scores run from 0 to 1)")
-        ] = None,
+        minScore: Annotated[float | None, Field(ge=0, description="Leave out matches scoring below this (0-1)")] = None,
+        cursor: CursorArg = None,
         context: Annotated[
-            str | None,
-            Field(
-                description="Memory context to search for this call only; '*' searches every context that "
-                "resolves now. Default: the active context."
-            ),
+            str | None, Field(description="Memory context for this call only; '*' searches them all")
         ] = None,
         projectDir: ProjectDirArg = None,
     ) -> Annotated[CallToolResult, SearchResult]:
@@ -206,23 +219,31 @@ class MemoryTools:
             limit = DEFAULT_LIMIT
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            return present.search_result(
-                self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore)
-            )
+            outcome = self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore)
+            asked = results.SearchCall(query, mode, limit, minScore, context, (resolved.name,))
+            return results.search(outcome, self.budget, cursor, asked)
 
         if context == EVERY_CONTEXT:
             await self._sync_roots(ctx)
-            return await self._in_order(self._search_everywhere, query, mode, limit, minScore, projectDir)
+            return await self._in_order(self._search_everywhere, query, mode, limit, minScore, projectDir, cursor)
         return await self._call(ctx, context, projectDir, work)
 
     async def open_nodes(
         self,
         names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
         ctx: Context,
+        depth: Annotated[
+            int, Field(ge=0, le=2, description="Also give the entities up to this many relations away")
+        ] = 0,
+        cursor: CursorArg = None,
         context: ContextArg = None,
         projectDir: ProjectDirArg = None,
-    ) -> Annotated[CallToolResult, GraphResult]:
-        return await self._call(ctx, context, projectDir, _graph_reader(lambda g: g.open_nodes(names)))
+    ) -> Annotated[CallToolResult, GraphPage]:
+        def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
+            with store.reading() as graph:
+                return results.open_nodes(graph, self.budget, names, depth, cursor, resolved.name)
+
+        return await self._call(ctx, context, projectDir, work)
 
     # ---- contexts ---------------------------------------------------------------------------------------------
 
@@ -236,11 +257,9 @@ class MemoryTools:
 
     async def set_active_context(
         self,
-        name: Annotated[str, Field(description="Name of the context to make active (see list_contexts)")],
+        name: Annotated[str, Field(description="Context to make active")],
         ctx: Context,
-        persist: Annotated[
-            bool, Field(description="Also save it as activeContext in contexts.json, for future server starts")
-        ] = False,
+        persist: Annotated[bool, Field(description="Also make it the default at future starts")] = False,
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
         await self._sync_roots(ctx)
@@ -261,24 +280,19 @@ class MemoryTools:
 
     async def add_context(
         self,
-        name: Annotated[str, Field(description="New context name: letters, digits, '_' or '-', at most 64")],
+        name: Annotated[str, Field(description="Name: letters, digits, '_', '-'")],
         path: Annotated[
             str,
             Field(
-                description="Memory file path ending in .jsonl, e.g. '~/.ai-memory/work.jsonl', or a project "
-                "template: '{projectDir}/.ai-memory.jsonl' (per worktree), '{repoRoot}/.ai-memory.jsonl' (one per "
-                "repository), '~/.ai-memory/projects/{projectId}.jsonl' (kept outside the project)"
+                description="A .jsonl file, or a template: '{projectDir}/.ai-memory.jsonl' (per worktree), "
+                "'{repoRoot}/...' (per repository), '~/.ai-memory/projects/{projectId}.jsonl'"
             ),
         ],
         ctx: Context,
         description: Annotated[str, Field(description="What this memory is for")] = "",
-        markers: Annotated[
-            list[str] | None, Field(description="Project markers for a {projectDir} path, e.g. ['.git']")
-        ] = None,
-        maxDepth: Annotated[
-            int | None, Field(description="How many folders up to look for a project marker (default 5)")
-        ] = None,
-        readOnly: Annotated[bool, Field(description="Refuse every change to this memory")] = False,
+        markers: Annotated[list[str] | None, Field(description="Project markers, e.g. ['.git']")] = None,
+        maxDepth: Annotated[int | None, Field(description="Folders to walk up for a marker (default 5)")] = None,
+        readOnly: Annotated[bool, Field(description="Refuse every change")] = False,
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
         def add() -> None:
@@ -289,7 +303,7 @@ class MemoryTools:
 
     async def remove_context(
         self,
-        name: Annotated[str, Field(description="Name of the context to forget; its memory file is kept")],
+        name: Annotated[str, Field(description="Context to forget (its file is kept)")],
         ctx: Context,
     ) -> CallToolResult:
         return await self._call_admin(
@@ -352,12 +366,20 @@ class MemoryTools:
         return result, store, store.version != version
 
     def _search_everywhere(
-        self, query: str, mode: Mode, limit: int | None, min_score: float | None, project_dir: str | None
+        self,
+        query: str,
+        mode: Mode,
+        limit: int | None,
+        min_score: float | None,
+        project_dir: str | None,
+        cursor: str | None = None,
     ) -> CallToolResult:
         searched, skipped = self.contexts.resolve_every(project_dir)
         targets = [every_target(self.contexts, resolved, self.project_boost) for resolved in searched]
         try:
-            structured, body = present.search_result(self.searcher.search(targets, query, mode, limit, min_score))
+            outcome = self.searcher.search(targets, query, mode, limit, min_score)
+            asked = results.SearchCall(query, mode, limit, min_score, EVERY_CONTEXT, tuple(t.label for t in targets))
+            structured, body = results.search(outcome, self.budget, cursor, asked)
         except MemoryServerError as problem:
             return self._failed(problem)
         structured["context"] = {"name": EVERY_CONTEXT, "path": None, "readOnly": self.contexts.read_only}
@@ -472,11 +494,17 @@ class MemoryTools:
 
 
 def build_server(
-    contexts: Contexts, searcher: Searcher, *, context_admin: bool = True, project_boost: float = PROJECT_BOOST
+    contexts: Contexts,
+    searcher: Searcher,
+    *,
+    context_admin: bool = True,
+    project_boost: float = PROJECT_BOOST,
+    max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS,
 ) -> MCPServer:
+    budget = Budget(max_result_tokens)
     bus = InMemorySubscriptionBus()
     live = LiveUpdates(contexts, searcher, bus)
-    tools = MemoryTools(contexts, searcher, live, project_boost)
+    tools = MemoryTools(contexts, searcher, live, project_boost, budget)
     specs: list[tuple[Callable[..., Any], str, str, ToolAnnotations]] = [
         (tools.create_entities, "Create Entities", "Create multiple new entities in the knowledge graph", CREATE),
         (
@@ -511,13 +539,13 @@ def build_server(
         (
             tools.list_contexts,
             "List Contexts",
-            "List every memory context with its file, whether it is active, and how much it holds",
+            "List the memory contexts: file, whether active, size",
             READ,
         ),
         (
             tools.get_active_context,
             "Get Active Context",
-            "Show the active memory context, its file and, for a project context, the detected project",
+            "Show the active memory context, its file and detected project",
             READ,
         ),
         (
@@ -532,7 +560,7 @@ def build_server(
             (
                 tools.add_context,
                 "Add Context",
-                "Register a new memory context: a .jsonl file, or a '{projectDir}/...' template for per-project memory",
+                "Register a memory context: a .jsonl file, or a '{projectDir}/...' template for per-project memory",
                 ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False),
             ),
             (
@@ -545,12 +573,12 @@ def build_server(
     server = MCPServer(
         name="memory-contexts",
         version=__version__,
-        instructions="Long-term memory as a knowledge graph, kept in switchable memory contexts.",
+        instructions=present.instructions(contexts),
         tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
         subscriptions=bus,
         lifespan=lambda _server: live.running(),
     )
-    add_resources(server, live, tools.describe_contexts)
+    add_resources(server, live, tools.describe_contexts, budget)
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:
         tools.roots_changed()
@@ -584,10 +612,11 @@ class _Tool(Tool):
 
 def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:
     tool = _Tool.from_function(fn, title=title, description=description, annotations=annotations)
-    # Inline the $defs so the schemas read like the official server's: items' properties in place.
-    tool.parameters = inline_refs(tool.parameters)
+    # Every chat pays for the tool list: schemas as lean as they can be, items' properties in place as in the
+    # official server's.
+    tool.parameters = lean_schema(tool.parameters)
     if tool.fn_metadata.output_schema is not None:
-        tool.fn_metadata.output_schema = inline_refs(tool.fn_metadata.output_schema)
+        tool.fn_metadata.output_schema = lean_schema(tool.fn_metadata.output_schema)
     # The schema stays published; the SDK's check of each result against it is dropped: our results are built
     # from the models the schema comes from, and checking a large graph again cost more than building it.
     tool.fn_metadata.output_model = None
@@ -601,16 +630,6 @@ def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
         resolved.require_writable()
         store.mutate(change)
         return {"success": True, "message": message}, message
-
-    return work
-
-
-def _graph_reader(select: Callable[[KnowledgeGraph], tuple[list[Entity], list[Relation]]]) -> Work:
-    def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-        with store.reading() as graph:
-            entities, relations = select(graph)
-            result = {"entities": [e.to_dict() for e in entities], "relations": [r.to_dict() for r in relations]}
-        return result, present.as_json(result)
 
     return work
 

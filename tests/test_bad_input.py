@@ -63,7 +63,8 @@ class RawServer:
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
-                env=server_env(MEMORY_FILE_PATH=self.memory, **users),
+                # No result budget: the file is checked against read_graph's whole answer, huge texts included.
+                env=server_env(MEMORY_FILE_PATH=self.memory, MEMORY_MAX_RESULT_TOKENS="0", **users),
             )
         self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)

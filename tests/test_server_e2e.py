@@ -4,12 +4,16 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import anyio
 import pytest
 from helpers import call, connect, entity, failure, jsonl, ok, relation, server_env, text_of
 
 pytestmark = pytest.mark.anyio
+
+# tools/list of @modelcontextprotocol/server-memory 2026.8.31, as it answered (bench/vs_upstream.py installs it).
+OFFICIAL_TOOLS = json.loads((Path(__file__).parent / "data" / "official_tools.json").read_text(encoding="utf-8"))
 
 UPSTREAM_TOOLS = {
     # name: (title, annotations (readOnly, destructive, idempotent, openWorld), required input, structured keys)
@@ -60,6 +64,39 @@ async def test_tools_match_the_official_server(env):
     assert tools["create_relations"].description == (
         "Create multiple new relations between entities in the knowledge graph. Relations should be in active voice"
     )
+
+
+def official_texts(schema, path=""):
+    """Every description, type and required list of an official schema, by where it is."""
+    found = {}
+    if isinstance(schema, dict):
+        for key in ("description", "type", "required"):
+            if key in schema:
+                found[f"{path}/{key}"] = schema[key]
+        for name, sub in schema.get("properties", {}).items():
+            found.update(official_texts(sub, f"{path}/{name}"))
+        if "items" in schema:
+            found.update(official_texts(schema["items"], f"{path}[]"))
+    return found
+
+
+async def test_the_nine_tools_keep_the_official_texts_and_the_list_stays_lean(env):
+    async with connect(env) as session:
+        tools = (await session.list_tools()).tools
+    ours = {tool.name: tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in tools}
+    for official in OFFICIAL_TOOLS["tools"]:
+        tool = ours[official["name"]]
+        assert (tool["title"], tool["description"]) == (official["title"], official["description"])
+        for part in ("inputSchema", "outputSchema"):
+            theirs = official_texts(official[part])
+            mine = official_texts(tool[part])
+            # Every official text is ours too, unchanged; output items may lack observations (detail='names').
+            changed = {k: (v, mine.get(k)) for k, v in theirs.items() if mine.get(k) != v and not k.endswith("required")}
+            assert not changed, (official["name"], part, changed)
+        assert tool["inputSchema"].get("required", []) == official["inputSchema"].get("required", [])
+    size = len(json.dumps({"tools": list(ours.values())}))
+    print(f"tools/list: {size:,} characters")
+    assert size <= 17_500, f"tools/list is {size:,} characters"
 
 
 async def test_every_tool_end_to_end(env, memory):

@@ -1,0 +1,224 @@
+"""Results in pages: a stable order for a set of entities and relations, opaque cursors into it, the overview of
+a graph too large for one result, and the entities around a few named ones. No MCP in here.
+
+A listing puts the entities in order and, right after each, the relations whose later end (in that order) it is:
+a page shows relations beside their entities, and every relation comes exactly once. A relation with one end
+outside the listing comes after the end inside it; one with neither end inside (a whole graph whose relation
+names entities that do not exist) comes last.
+
+A cursor names the listing it points into by a digest of its order (entity names and relation keys), not of the
+file: adding an observation keeps every cursor valid, while adding or removing an entity or a relation makes an
+older cursor fail with an error that says to start again. Pages never skip or repeat silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import bisect
+import hashlib
+import heapq
+import json
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from memory_server.errors import MemoryServerError
+from memory_server.graph import Entity, KnowledgeGraph, Relation
+
+Labelled = tuple[str, Entity | Relation]  # (label, record): the label tells contexts apart across contexts
+T = TypeVar("T")
+TOP_TYPES = 20
+TOP_CONNECTED = 10
+
+
+class CursorError(MemoryServerError, ValueError):
+    """A cursor that cannot be used: not ours, made for other arguments, or older than the memory."""
+
+
+class Listing:
+    """Entities in a stable order with each relation placed once, as one list of items to cut into pages."""
+
+    def __init__(self, entities: Sequence[tuple[str, Entity]], relations: Sequence[tuple[str, Relation]]) -> None:
+        position = {(label, entity.name): number for number, (label, entity) in enumerate(entities)}
+        last = len(entities)
+        after: dict[int, list[Labelled]] = {}
+        for pair in relations:
+            label, relation = pair
+            anchor = max(position.get((label, relation.source), -1), position.get((label, relation.target), -1))
+            after.setdefault(anchor if anchor >= 0 else last, []).append(pair)
+        self.items: list[Labelled] = []
+        self._entity_at: list[int] = []  # where each entity is in `items`
+        for number, pair in enumerate(entities):
+            self._entity_at.append(len(self.items))
+            self.items.append(pair)
+            if number in after:
+                self.items.extend(after[number])
+        self.items.extend(after.get(last, ()))
+        self.entity_count = len(entities)
+        self.relation_count = len(self.items) - len(entities)
+        # The order of the items follows from the order of the entities and of the relations given.
+        self.fingerprint = _digest(
+            "\x1e".join(
+                [
+                    *(label + "\x1f" + entity.name for label, entity in entities),
+                    *(f"{label}\x1f{r.source}\x1f{r.target}\x1f{r.relation_type}" for label, r in relations),
+                ]
+            )
+        )
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def entities_before(self, offset: int) -> int:
+        return bisect.bisect_left(self._entity_at, offset)
+
+    def end(self, start: int, entities: int | None) -> int:
+        """Where a page starting at `start` ends if it may hold at most `entities` entities (with the relations
+        placed after the last of them)."""
+        if entities is None:
+            return len(self.items)
+        after = self.entities_before(start) + entities
+        return self._entity_at[after] if after < len(self._entity_at) else len(self.items)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where the next page starts in a listing, which listing that is, and what the call that made it asked."""
+
+    tool: str
+    arguments: str  # digest of the arguments that chose the listing
+    state: str  # the listing's fingerprint
+    offset: int
+    carry: dict[str, Any] = field(default_factory=dict)  # arguments a later call may leave out
+
+    def encode(self) -> str:
+        data = json.dumps([self.tool, self.arguments, self.state, self.offset, self.carry], separators=(",", ":"))
+        return base64.urlsafe_b64encode(data.encode()).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str, tool: str) -> Cursor:
+        try:
+            data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            name, arguments, state, offset, carry = data
+            cursor = cls(str(name), str(arguments), str(state), int(offset), dict(carry))
+        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+            raise CursorError(
+                f"The cursor {_short(text)!r} is not one this server gave out. Pass nextCursor exactly as the "
+                f"previous page returned it, or call {tool} without cursor to start at the first page."
+            ) from None
+        if cursor.tool != tool:
+            raise CursorError(
+                f"This cursor continues {cursor.tool}, not {tool}. Call {cursor.tool} with it, or call {tool} "
+                "without cursor to start at the first page."
+            )
+        return cursor
+
+    def check(self, arguments: str, listing: Listing, tool: str) -> None:
+        """Refuse this cursor for a listing other than the one it was made for."""
+        if arguments != self.arguments:
+            raise CursorError(
+                f"This cursor was made by a {tool} call with other arguments (or another context). Repeat the "
+                f"arguments of the call that returned it, or call {tool} without cursor to start at the first page."
+            )
+        if listing.fingerprint != self.state or self.offset > len(listing):
+            raise CursorError(
+                "The memory changed since this cursor was made (entities or relations were added or removed), so "
+                f"its pages would no longer line up. Call {tool} again without cursor to start at the first page."
+            )
+
+
+def cached(graph: KnowledgeGraph, key: Hashable, make: Callable[[], T]) -> T:
+    """`make()`, remembered for this graph while no entity or relation was added or removed, so paging through
+    a large graph orders it once. (Additions grow `records`, removals shrink the counts: the stamp below changes
+    with every change of structure.)"""
+    stamp = (len(graph.records), len(graph.entities), len(graph.relations))
+    with _cache_lock:
+        known = _cache.get(graph, {}).get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]  # type: ignore[no-any-return]
+    value = make()
+    with _cache_lock:
+        remembered = _cache.setdefault(graph, {})
+        if len(remembered) >= _CACHED_PER_GRAPH:
+            remembered.pop(next(iter(remembered)))
+        remembered[key] = (stamp, value)
+    return value
+
+
+_CACHED_PER_GRAPH = 8
+_cache_lock = threading.Lock()  # resources are read on the event loop while tools run in worker threads
+# Weak keys: a graph replaced by a fresh read of its file takes what was remembered for it along.
+_cache: weakref.WeakKeyDictionary[KnowledgeGraph, dict[Hashable, tuple[tuple[int, int, int], Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def arguments_digest(*arguments: Any) -> str:
+    return _digest(json.dumps(arguments, ensure_ascii=False, default=str))
+
+
+def overview(graph: KnowledgeGraph) -> dict[str, Any]:
+    """What a graph holds, in a few lines: counts, entity types by size, the entities with the most relations."""
+    types = Counter(entity.entity_type for entity in graph.entities.values())
+    degree = degrees(graph)
+    connected = heapq.nsmallest(  # ties in file order
+        TOP_CONNECTED, (e for e in graph.entities.values() if degree[e.name]), key=lambda e: -degree[e.name]
+    )
+    result: dict[str, Any] = {
+        "entities": len(graph.entities),
+        "relations": len(graph.relations),
+        "observations": sum(len(entity.observations) for entity in graph.entities.values()),
+        "entityTypes": dict(types.most_common(TOP_TYPES)),
+    }
+    if len(types) > TOP_TYPES:
+        result["otherTypes"] = len(types) - TOP_TYPES
+    result["mostConnected"] = [
+        {"name": e.name, "entityType": e.entity_type, "relations": degree[e.name]} for e in connected
+    ]
+    return result
+
+
+def degrees(graph: KnowledgeGraph) -> Counter[str]:
+    """How many relations touch each name (a relation from a name to itself counts once)."""
+    degree: Counter[str] = Counter()
+    for relation in graph.relations.values():
+        degree[relation.source] += 1
+        if relation.target != relation.source:
+            degree[relation.target] += 1
+    return degree
+
+
+def neighbourhood(graph: KnowledgeGraph, names: Iterable[str], depth: int) -> list[Entity]:
+    """The named entities (in file order), then those one relation away from them, then two..., up to `depth`."""
+    ring = sorted({n: graph.entities[n] for n in names if n in graph.entities}.values(), key=_slot)
+    found = list(ring)
+    seen = {entity.name for entity in ring}
+    for _ in range(depth):
+        reached: dict[str, Entity] = {}
+        for relation in graph.relations_touching(entity.name for entity in ring):
+            for end in (relation.source, relation.target):
+                if end not in seen and end in graph.entities:
+                    reached[end] = graph.entities[end]
+        ring = sorted(reached.values(), key=_slot)
+        if not ring:
+            break
+        seen.update(reached)
+        found += ring
+    return found
+
+
+def _digest(text: str) -> str:
+    raw = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=9).digest()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def _slot(entity: Entity) -> int:
+    return entity.slot

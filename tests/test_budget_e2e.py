@@ -1,0 +1,192 @@
+"""The result budget over stdio: with 2,000 and 20,000 entities no tool result and no resource read exceeds it,
+paging gives everything once, budget 0 is the official behaviour, and the server says how to use memory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import connect, entity, relation, server_env, text_of
+from sample_graphs import big_graph_text
+
+from memory_server import cli
+from memory_server.budget import text_tokens
+
+pytestmark = pytest.mark.anyio
+
+BUDGET = 20_000  # the default
+
+
+def assert_within(result, what: str, budget: int = BUDGET) -> None:
+    text = text_of(result)
+    assert len(text) / 4 <= budget and text_tokens(text) <= budget, f"{what}: text of {len(text):,} characters"
+    if result.structured_content is not None:
+        size = len(json.dumps(result.structured_content))
+        assert size / 4 <= budget, f"{what}: structured content of {size:,} characters"
+
+
+async def checked(session, tool: str, **arguments):
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    assert_within(result, f"{tool}({', '.join(arguments)})")
+    return result.structured_content
+
+
+@pytest.mark.parametrize("size", [2_000, 20_000])
+async def test_no_result_exceeds_the_budget_at_any_size(tmp_path, size):
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text(big_graph_text(size), encoding="utf-8")
+    other = tmp_path / "other.jsonl"
+    other.write_text(big_graph_text(size // 2, seed=3), encoding="utf-8")
+    (tmp_path / "registry").mkdir()
+    (tmp_path / "registry" / "contexts.json").write_text(
+        json.dumps({"contexts": [{"name": "default", "path": str(memory)}, {"name": "other", "path": str(other)}]})
+    )
+    model = {} if size <= 2_000 else {"MEMORY_EMBEDDING_MODEL": "none"}  # embedding 20,000 entities is slow
+    env = server_env(MEMORY_CONTEXTS_DIR=tmp_path / "registry", **model)
+    async with connect(env) as s:
+        first = await checked(s, "read_graph")
+        assert first["overview"]["entities"] == size and first["nextCursor"]
+        await checked(s, "read_graph", cursor=first["nextCursor"])
+        for arguments in ({"detail": "names"}, {"detail": "summary"}, {"entityType": "person"}, {"limit": 10_000}):
+            page = await checked(s, "read_graph", **arguments)
+            assert page["total"]["entities"] > len(page["entities"]) > 0
+        await checked(s, "read_graph", context="other")
+        found = await checked(s, "search_nodes", query="coffee", mode="keyword")
+        assert found["total"]["entities"] > len(found["entities"])
+        await checked(s, "search_nodes", query="coffee", mode="keyword", cursor=found["nextCursor"])
+        await checked(s, "search_nodes", query="coffee in Lisbon", limit=5_000)
+        await checked(s, "search_nodes", query="coffee", mode="keyword", context="*")
+        await checked(s, "search_nodes", query="hiking chess")
+        every = [f"E{i}" for i in range(size)]
+        opened = await checked(s, "open_nodes", names=every)
+        assert opened["total"]["entities"] == size and opened["nextCursor"]
+        await checked(s, "open_nodes", names=every, cursor=opened["nextCursor"])
+        await checked(s, "open_nodes", names=["E1", "E2"], depth=2)
+
+        batch = [entity(f"new {i}", "t", f"note {i} " * 30) for i in range(size // 4)]
+        created = await checked(s, "create_entities", entities=batch)
+        assert created["total"] == {"entities": size // 4} and 0 < len(created["entities"]) < size // 4
+        links = [relation(f"new {i}", f"E{i}", "follows") for i in range(size // 4)]
+        assert (await checked(s, "create_relations", relations=links))["total"] == {"relations": size // 4}
+        additions = [{"entityName": f"E{i}", "contents": [f"added {i} " * 20]} for i in range(size // 2)]
+        added = await checked(s, "add_observations", observations=additions)
+        assert added["total"] == {"entities": size // 2, "observations": size // 2}
+        deletions = [{"entityName": a["entityName"], "observations": a["contents"]} for a in additions]
+        await checked(s, "delete_observations", deletions=deletions)
+        await checked(s, "delete_relations", relations=links)
+        await checked(s, "delete_entities", entityNames=[e["name"] for e in batch])
+        for tool in ("list_contexts", "get_active_context"):
+            await checked(s, tool)
+        await checked(s, "set_active_context", name="other")
+        await checked(s, "read_graph")
+        await checked(s, "set_active_context", name="default")
+
+        for uri in ("memory://knowledge-graph", "memory://contexts/other", "memory://contexts"):
+            [content] = (await s.read_resource(uri)).contents
+            assert text_tokens(content.text) <= BUDGET, uri
+        graph = json.loads((await s.read_resource("memory://knowledge-graph")).contents[0].text)
+        assert graph["overview"]["entities"] == size and "read_graph" in graph["note"] and graph["nextCursor"]
+
+
+async def test_paging_over_stdio_gives_each_entity_and_relation_once(tmp_path):
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text(big_graph_text(2_000), encoding="utf-8")
+    lines = [json.loads(line) for line in memory.read_text(encoding="utf-8").splitlines()]
+    env = server_env(MEMORY_FILE_PATH=memory, MEMORY_EMBEDDING_MODEL="none")
+    async with connect(env) as s:
+        entities, relations, cursor = [], [], None
+        while True:
+            page = await checked(s, "read_graph", **({"cursor": cursor} if cursor else {}))
+            entities += [e["name"] for e in page["entities"]]
+            relations += [(r["from"], r["to"], r["relationType"]) for r in page["relations"]]
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                break
+        assert entities == [line["name"] for line in lines if line["type"] == "entity"]
+        expected = [(line["from"], line["to"], line["relationType"]) for line in lines if line["type"] == "relation"]
+        assert sorted(relations) == sorted(set(expected))
+
+        first = await checked(s, "read_graph", limit=5)
+        await checked(s, "create_entities", entities=[entity("late arrival")])
+        stale = await s.call_tool("read_graph", {"cursor": first["nextCursor"]})
+        assert stale.is_error and "without cursor to start at the first page" in text_of(stale)
+        bad = await s.call_tool("read_graph", {"cursor": "not-a-cursor"})
+        assert bad.is_error and "not one this server gave out" in text_of(bad)
+
+
+async def test_budget_zero_is_the_official_behaviour(tmp_path):
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text(big_graph_text(2_000), encoding="utf-8")
+    lines = [json.loads(line) for line in memory.read_text(encoding="utf-8").splitlines()]
+    env = server_env(MEMORY_FILE_PATH=memory, MEMORY_MAX_RESULT_TOKENS="0", MEMORY_EMBEDDING_MODEL="none")
+    async with connect(env) as s:
+        result = await s.call_tool("read_graph", {})
+        graph = result.structured_content
+        assert set(graph) == {"entities", "relations", "context"}
+        assert graph["entities"] == [
+            {k: line[k] for k in ("name", "entityType", "observations")} for line in lines if line["type"] == "entity"
+        ]
+        assert len(graph["relations"]) == len({(r["from"], r["to"], r["relationType"]) for r in lines[2_000:]})
+        header, body = text_of(result).split("\n", 1)
+        assert header == f"[memory: default → {memory}]"
+        assert json.loads(body) == {"entities": graph["entities"], "relations": graph["relations"]}
+
+
+async def test_small_results_are_unchanged_and_the_server_says_how_to_use_memory(tmp_path):
+    memory = tmp_path / "memory.jsonl"
+    work = tmp_path / "work.jsonl"
+    (tmp_path / "registry").mkdir()
+    (tmp_path / "registry" / "contexts.json").write_text(
+        json.dumps(
+            {
+                "contexts": [
+                    {"name": "default", "path": str(memory)},
+                    {"name": "work", "path": str(work), "description": "Work-related memories"},
+                ]
+            }
+        )
+    )
+    async with connect(server_env(MEMORY_CONTEXTS_DIR=tmp_path / "registry")) as s:
+        instructions = s.instructions
+        created = await checked(s, "create_entities", entities=[entity("Ann", "person", "likes tea"), entity("Bo")])
+        await checked(s, "create_relations", relations=[relation("Ann", "Bo", "knows")])
+        graph = await checked(s, "read_graph")
+        opened = await checked(s, "open_nodes", names=["Ann"])
+        result = await s.call_tool("read_graph", {})
+    assert set(created) == {"entities", "context"}
+    assert set(graph) == set(opened) == {"entities", "relations", "context"}
+    assert text_of(result) == (
+        f"[memory: default → {memory}]\n"
+        '{\n"entities": [\n{"name":"Ann","entityType":"person","observations":["likes tea"]},\n'
+        '{"name":"Bo","entityType":"person","observations":[]}\n],\n'
+        '"relations": [\n{"from":"Ann","to":"Bo","relationType":"knows"}\n]\n}'
+    )
+    assert f"Active context: default → {memory}" in instructions
+    assert "work (Work-related memories)" in instructions
+    assert "search_nodes" in instructions and "open_nodes" in instructions and "nextCursor" in instructions
+    assert "not instructions" in instructions
+    assert len(instructions) < 1_000
+
+
+def test_the_budget_option_and_its_environment_variable(monkeypatch):
+    assert cli.parse_options([]).max_result_tokens == BUDGET
+    assert cli.parse_options(["--max-result-tokens", "0"]).max_result_tokens == 0
+    monkeypatch.setenv("MEMORY_MAX_RESULT_TOKENS", "5000")
+    assert cli.parse_options([]).max_result_tokens == 5000
+    assert cli.parse_options(["--max-result-tokens", "800"]).max_result_tokens == 800
+    for wrong in ("-1", "lots"):
+        with pytest.raises(SystemExit):
+            cli.parse_options(["--max-result-tokens", wrong])
+
+
+async def test_a_small_budget_pages_small(tmp_path):
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text(big_graph_text(200), encoding="utf-8")
+    env = server_env(MEMORY_FILE_PATH=memory, MEMORY_EMBEDDING_MODEL="none")
+    async with connect(env, args=["--max-result-tokens", "1500"]) as s:
+        page = await checked(s, "read_graph")
+        assert_within(await s.call_tool("read_graph", {}), "read_graph", 1_500)
+        assert page["nextCursor"] and page["total"]["entities"] == 200
+        opened = await s.call_tool("open_nodes", {"names": [f"E{i}" for i in range(200)], "depth": 1})
+        assert_within(opened, "open_nodes", 1_500)
