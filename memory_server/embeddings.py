@@ -15,15 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import filelock
 import numpy as np
 
-from memory_server.files import write_atomically
+from memory_server.files import lock_path_for, locked, remove_stale_temp_files, write_atomically
 
 logger = logging.getLogger(__name__)
 
 BUNDLED_MODEL = Path(__file__).resolve().parent / "model"
 BUNDLED_NAME = "bundled:all-MiniLM-L6-v2-static-256"
 OFF = "none"
+CACHE_LOCK_TIMEOUT = 5.0  # seconds; a save that cannot have the lock is skipped, the vectors are saved next time
 PROGRESS_STEP = 4096  # texts encoded between two progress reports
 
 
@@ -92,9 +94,17 @@ class Embedder:
         buffer = io.BytesIO()
         np.savez(buffer, keys=keys, vectors=vectors)
         try:
-            write_atomically(self._cache_file, buffer.getvalue())
-        except OSError as problem:
+            self._cache_file.parent.mkdir(parents=True, exist_ok=True)
+            # Every process sharing the cache saves under this lock, so a temporary file found while holding it
+            # was left by a saver that was killed: it is swept then.
+            lock = filelock.FileLock(lock_path_for(self._cache_file), thread_local=False)
+            with locked(lock, CACHE_LOCK_TIMEOUT):
+                remove_stale_temp_files(self._cache_file)
+                write_atomically(self._cache_file, buffer.getvalue())
+        except OSError as problem:  # a full disk, a busy lock...: the cache is only a cache
             logger.warning("Could not save the vector cache %s: %s", self._cache_file, problem)
+            with self._lock:
+                self._unsaved += 1  # try again at the next save
 
     def _encode_reporting(self, texts: list[str]) -> np.ndarray:
         if self.on_progress is None or len(texts) <= PROGRESS_STEP:

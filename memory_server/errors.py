@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+ECHO_LIMIT = 80  # characters of a caller's value that an error text repeats
 
 
 class MemoryServerError(Exception):
@@ -130,3 +133,11 @@ class LockUnavailableError(MemoryServerError, PermissionError):
             f"{path} was read without its lock ({self.lock_path}: {self.problem}), so a change another server was "
             f"making at that moment may be missing; writes to it are refused until this is fixed. {self.fix}"
         )
+
+
+def echo(value: object, limit: int = ECHO_LIMIT) -> str:
+    """`value` quoted for an error text, cut to `limit` characters: an error never grows with what was sent."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    shown = text if len(text) <= limit else text[:limit]
+    quoted = repr(shown) if isinstance(value, str) else shown
+    return quoted if shown is text else f"{quoted}… ({len(text):,} characters)"

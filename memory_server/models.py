@@ -3,15 +3,31 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or only spaces; give a real name")
+    if all(_invisible(char) for char in value):
+        raise ValueError("must not be empty or only spaces or invisible characters; give a real name")
     return value
+
+
+# Shown as nothing although Unicode calls them letters, marks or symbols: Hangul fillers, the combining grapheme
+# joiner, variation selectors, the braille blank.
+_BLANK_GLYPHS = {"\u115f", "\u1160", "\u3164", "\uffa0", "\u034f", "\u2800", *map(chr, range(0xFE00, 0xFE10))}
+
+
+def _invisible(char: str) -> bool:
+    """Whitespace, control and format characters (zero-width space, joiners, BOM, bidi marks...), and the few
+    other characters that show as nothing."""
+    return (
+        unicodedata.category(char) in ("Zs", "Zl", "Zp", "Cc", "Cf")
+        or char in _BLANK_GLYPHS
+        or (0xE0100 <= ord(char) <= 0xE01EF)
+    )
 
 
 Name = Annotated[str, Field(min_length=1), AfterValidator(_not_blank)]

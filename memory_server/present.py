@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
-from memory_server.errors import MemoryServerError
+from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo
 from memory_server.search import Outcome, ranked_entities
 from memory_server.store import GraphStore
 
@@ -83,7 +83,10 @@ def header(resolved: ResolvedContext | None, unresolved_name: str | None = None)
     if resolved is not None:
         note = f" ({resolved.note})" if resolved.note else ""
         return f"[memory: {resolved.name} → {resolved.path}]{note}"
-    return f"[memory: {unresolved_name} → (no file)]" if unresolved_name else ""
+    if not unresolved_name:
+        return ""
+    shown = unresolved_name if len(unresolved_name) <= ECHO_LIMIT else echo(unresolved_name)  # sent by the caller
+    return f"[memory: {shown} → (no file)]"
 
 
 def text(resolved: ResolvedContext | None, warnings: list[str], body: str, unresolved_name: str | None = None) -> str:

@@ -171,6 +171,11 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, 
         mime_type="application/json",
     )
     def context_graph(name: str) -> str:
+        if not name:  # never the active context's graph under a name that is not its own
+            raise ResourceError(
+                f"{CONTEXT_URI} needs a context name, e.g. {CONTEXT_URI.format(name='default')}; "
+                f"{CONTEXTS_URI} lists the contexts and {GRAPH_URI} is the active one's graph."
+            )
         return graph_json(name)
 
     async def list_resources(_ctx: Any, _params: Any) -> ListResourcesResult:

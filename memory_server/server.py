@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
@@ -22,7 +22,7 @@ from pydantic import Field, ValidationError
 from memory_server import __version__, present, results
 from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext, new_context
-from memory_server.errors import MemoryServerError, ReadOnlyError
+from memory_server.errors import MemoryServerError, ReadOnlyError, echo
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.models import (
     EntitiesResult,
@@ -39,6 +39,7 @@ from memory_server.models import (
     lean_schema,
 )
 from memory_server.project import file_uri_path
+from memory_server.protocol import guard_requests
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
 from memory_server.search import Mode, Searcher, Target, every_target
@@ -387,7 +388,7 @@ class MemoryTools:
         if skipped:
             note = f"not searched (no file can be resolved now): {', '.join(skipped)}"
             structured["search"]["note"] = "; ".join(filter(None, [structured["search"]["note"], note]))
-        warnings = self.contexts.registry.problems()
+        warnings = self.contexts.problems()
         warnings += [w for w in (self.contexts.store(r).take_warning() for r in searched) if w]
         if warnings:
             structured["warnings"] = warnings
@@ -399,7 +400,10 @@ class MemoryTools:
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
-        config = self.contexts.registry.get(self.contexts.active_name)
+        try:
+            config = self.contexts.active_config()
+        except MemoryServerError as problem:
+            return self._failed(problem)
         resolved: ResolvedContext | None = None
         try:
             resolved = self.contexts.resolve_config(config, project_dir)
@@ -431,15 +435,14 @@ class MemoryTools:
         """The `context` object of a result: the context used, or the active one with no path when it has none."""
         if resolved is not None:
             return resolved.summary()
-        name = self.contexts.active_name
-        return {
-            "name": name,
-            "path": None,
-            "readOnly": self.contexts.read_only or self.contexts.registry.get(name).read_only,
-        }
+        try:
+            read_only = self.contexts.read_only or self.contexts.active_config().read_only
+        except MemoryServerError:
+            read_only = self.contexts.read_only
+        return {"name": self.contexts.active_name, "path": None, "readOnly": read_only}
 
     def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
-        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.registry.problems()]
+        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.problems()]
         note = store.take_warning() if store is not None else None
         return warnings + [note] if note else warnings
 
@@ -579,6 +582,7 @@ def build_server(
         lifespan=lambda _server: live.running(),
     )
     add_resources(server, live, tools.describe_contexts, budget)
+    guard_requests(server._lowlevel_server)  # noqa: SLF001
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:
         tools.roots_changed()
@@ -598,15 +602,25 @@ async def serve_stdio(server: MCPServer) -> None:
 
 
 class _Tool(Tool):
-    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report)."""
+    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report), and whose
+    crashes say what happened (instead of only "Error executing tool")."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except ToolError as problem:
-            if not isinstance(problem.__cause__, ValidationError):
+            cause = problem.__cause__
+            if isinstance(cause, ValidationError):
+                text = present.argument_problems(self.name, cause.errors())
+            elif isinstance(problem, UnexpectedToolError) and cause is not None:  # a bug of ours
+                logger.error("%s crashed", self.name, exc_info=cause)
+                text = (
+                    f"{self.name} failed on an unexpected error ({type(cause).__name__}: {echo(str(cause))}); this is "
+                    "a bug in the memory server, whose log on stderr has the details. Check the arguments for unusual "
+                    "characters, and read the memory before retrying a change."
+                )
+            else:
                 raise
-            text = present.argument_problems(self.name, problem.__cause__.errors())
             return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
@@ -637,5 +651,5 @@ def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
 def _error(
     resolved: ResolvedContext | None, warnings: list[str], message: str, unresolved_name: str | None = None
 ) -> CallToolResult:
-    text = present.text(resolved, warnings, message, unresolved_name)
+    text = present.text(resolved, [w for w in warnings if w != message], message, unresolved_name)
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

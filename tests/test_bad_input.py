@@ -445,3 +445,25 @@ def test_a_file_with_an_escaped_lone_surrogate_is_served(own_server):
         assert own_server.alive()
         assert "result" in answer, answer
     assert own_server.memory.read_bytes() == before
+
+
+INVISIBLE = ["\u200b", "\u200b\u200c\u200d", "\ufeff", "\u2060\u00ad", "\u202e\u200f", "\u3164", "\u2800", " \u200b\t"]
+
+
+def test_names_made_only_of_invisible_characters_are_refused(own_server):
+    """A zero-width space, a BOM, a bidi mark or a Hangul filler shows as nothing: such a name is as blank as ''."""
+    before = file_bytes(own_server.memory)
+    for name in INVISIBLE:
+        for tool, arguments in (
+            ("create_entities", {"entities": [{"name": name, "entityType": "t", "observations": []}]}),
+            ("create_entities", {"entities": [{"name": "visible", "entityType": name, "observations": []}]}),
+            ("create_relations", {"relations": [{"from": "a", "to": name, "relationType": "knows"}]}),
+            ("add_observations", {"observations": [{"entityName": name, "contents": ["x"]}]}),
+        ):
+            text = text_of(own_server.call_tool(tool, arguments)["result"])
+            assert text.startswith(f"Invalid arguments for {tool}") and "invisible characters" in text, (name, text)
+    assert file_bytes(own_server.memory) == before
+    created = own_server.call_tool(
+        "create_entities", {"entities": [{"name": "a\u200bb", "entityType": "t", "observations": []}]}
+    )
+    assert not created["result"].get("isError")  # an invisible character inside a real name is the user's business

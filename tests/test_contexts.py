@@ -3,6 +3,7 @@ import re
 import shutil
 from pathlib import Path
 
+import filelock
 import pytest
 
 from memory_server.contexts import (
@@ -12,7 +13,7 @@ from memory_server.contexts import (
     UnknownContextError,
     new_context,
 )
-from memory_server.errors import ReadOnlyError
+from memory_server.errors import MemoryServerError, ReadOnlyError
 from memory_server.project import ProjectNotFoundError
 from memory_server.templates import PathTemplateError
 
@@ -214,3 +215,95 @@ def test_initial_active_context(tmp_path):
     assert Contexts(registry).active_name == "w"
     assert Contexts(registry, default_context="default").active_name == "default"
     assert Contexts(registry, default_context="nope").active_name == "w"
+
+
+# ---- a registry other programs touch (issue 13) ------------------------------------------------------------------
+
+
+def test_a_registry_unusable_for_a_moment_keeps_the_session_and_its_contexts(tmp_path):
+    """An editor saving contexts.json (truncated, half written, briefly gone) must not move the session elsewhere."""
+    folder = tmp_path / "cfg"
+    good = json.dumps({"contexts": [{"name": "work", "path": "work.jsonl"}]})
+    registry = registry_in(folder, good)
+    contexts = Contexts(registry)
+    contexts.set_active("work")
+    for moment in ("", '{"contexts": [{"name": "wo', "[]", None):  # empty, cut short, not an object, gone
+        if moment is None:
+            (folder / "contexts.json").unlink()
+        else:
+            (folder / "contexts.json").write_text(moment)
+        assert contexts.resolve().path == folder / "work.jsonl"
+        assert contexts.active_name == "work" and [c.name for c in registry.contexts()] == ["default", "work"]
+        [problem] = registry.problems()
+        assert "cannot be used right now" in problem and "last read" in problem
+        with pytest.raises(ContextConfigError, match="not changed until"):  # nor is it written over meanwhile
+            registry.persist_active("work")
+    assert not (folder / "contexts.json").exists(), "a registry that was read once is never re-created over a gap"
+    (folder / "contexts.json").write_text(good)
+    assert contexts.resolve().path == folder / "work.jsonl"
+    assert registry.problems() == []
+
+
+def test_an_active_context_really_removed_is_reported_never_replaced_by_default(tmp_path):
+    folder = tmp_path / "cfg"
+    registry = registry_in(folder, {"contexts": [{"name": "work", "path": "work.jsonl"}]})
+    contexts = Contexts(registry)
+    contexts.set_active("work")
+    (folder / "contexts.json").write_text(json.dumps({"contexts": []}))  # read well: 'work' is really gone
+    with pytest.raises(UnknownContextError, match="The active context 'work' is no longer in .*set_active_context"):
+        contexts.resolve()
+    assert contexts.active_name == "work"
+    assert any("'work' is no longer in" in p for p in contexts.problems())
+    assert contexts.resolve("default").name == "default"  # a call naming its context still works
+    (folder / "contexts.json").write_text(json.dumps({"contexts": [{"name": "work", "path": "w2.jsonl"}]}))
+    assert contexts.resolve().path == folder / "w2.jsonl"  # added back: the session carries on where it was
+
+
+@pytest.mark.parametrize("bad", ["a\x00b.jsonl", "work\n.jsonl", "tab\there.jsonl", "esc\x1b[31m.jsonl"])
+def test_paths_with_control_characters_are_refused_in_add_context_and_ignored_in_the_file(tmp_path, bad):
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    with pytest.raises(ContextConfigError, match="'path' .*control character"):
+        new_context(contexts, "x", str(tmp_path / bad))
+    with pytest.raises(ContextConfigError, match="'markers' .*control character"):
+        new_context(contexts, "p", "{projectDir}/m.jsonl", markers=[".g\x00it"])
+    marked = {"name": "p", "path": "{projectDir}/m.jsonl", "projectDetectionRules": {"markers": [".g\x00it"]}}
+    entries = [{"name": "ok", "path": "ok.jsonl"}, {"name": "x", "path": bad}, marked]
+    text = json.dumps({"activeContext": "x", "contexts": entries}, indent=2)
+    registry = registry_in(tmp_path / "hand", text)
+    assert [c.name for c in registry.contexts()] == ["default", "ok"]
+    problems = " | ".join(registry.problems())
+    for name, number, field in (("x", 2, "path"), ("p", 3, "projectDetectionRules.markers")):
+        line = text.splitlines().index(f'      "name": "{name}",') + 1
+        assert f"contexts.json: line {line}, context #{number}: '{field}' " in problems, problems
+    assert problems.count("this context is ignored") == 2
+    assert Contexts(registry).resolve().name == "default"
+
+
+def test_a_registry_that_cannot_be_created_says_why_and_keeps_the_default_context(tmp_path):
+    (tmp_path / "not-a-folder").write_text("a file where the config folder should be")
+    registry = ContextRegistry(tmp_path / "not-a-folder" / "cfg", tmp_path / "default.jsonl")
+    contexts = Contexts(registry)
+    assert contexts.resolve().path == tmp_path / "default.jsonl"
+    [problem] = registry.problems()
+    assert "could not be created" in problem and "Not a directory" in problem
+    assert "No such file" not in problem
+    with pytest.raises(MemoryServerError, match="Not a directory"):
+        registry.add(new_context(contexts, "work", str(tmp_path / "work.jsonl")))
+
+
+def test_temp_files_of_killed_registry_writers_are_swept_only_under_the_lock(tmp_path):
+    folder = tmp_path / "cfg"
+    registry_in(folder, {"contexts": []}).contexts()
+    leftover = folder / ".contexts.json.0123456789abcdef.tmp"
+    leftover.write_text("half a registry")  # what a writer killed inside write_atomically leaves
+    with filelock.FileLock(folder / "contexts.json.lock"):  # another process writing now: its file is left alone
+        registry_in(folder).contexts()
+        assert leftover.exists()
+    registry_in(folder).contexts()
+    assert not leftover.exists()
+    leftover.write_text("left by a later kill")
+    registry = registry_in(folder)
+    registry.contexts()
+    leftover.write_text("left while this process runs")
+    registry.add(new_context(Contexts(registry), "work", str(tmp_path / "work.jsonl")))  # every edit sweeps too
+    assert sorted(p.name for p in folder.iterdir()) == ["contexts.json", "contexts.json.lock"]

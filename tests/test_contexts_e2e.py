@@ -564,7 +564,9 @@ async def test_two_servers_share_one_registry(world):
         assert names(await assert_uses(one, "read_graph", "work", work)) == ["Acme"]
 
         await ok(two, "remove_context", name="work")
-        assert (await ok(one, "read_graph"))["context"]["name"] == "default"  # its active context is gone
+        gone = await failure(one, "read_graph")  # its active context is gone: said, never replaced by 'default'
+        assert "The active context 'work' is no longer in" in gone and "set_active_context" in gone
+        assert any("'work' is no longer in" in w for w in (await ok(one, "list_contexts"))["warnings"])
         assert "Unknown context 'work'" in await failure(one, "set_active_context", name="work")
 
         async def add_many(session: ClientSession, tag: str) -> None:

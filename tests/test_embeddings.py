@@ -61,7 +61,7 @@ def test_a_corrupt_cache_is_rebuilt_not_fatal(tiny_model, tmp_path):
     embedder = Embedder(tiny_model, "tiny", cache_dir=tmp_path / "vectors")
     embedder.encode(["cat"])
     embedder.save()
-    [cache] = (tmp_path / "vectors").iterdir()
+    [cache] = (tmp_path / "vectors").glob("*.npz")
     cache.write_bytes(b"\x00garbage")
     model = Counting(tiny_model)
     again = Embedder(model, "tiny", cache_dir=tmp_path / "vectors")
@@ -115,6 +115,31 @@ def test_text_with_a_lone_surrogate_can_be_embedded():
     embedder, _ = load_embedder(None, cache_dir=None)
     vectors = embedder.encode(["broken \ud800 text", "fine text"])
     assert vectors.shape == (2, embedder.dim) and not np.isnan(vectors).any()
+
+
+def test_a_killed_savers_temp_file_is_swept_under_the_cache_lock(tiny_model, tmp_path, monkeypatch):
+    """A process killed while saving the vector cache leaves its temporary file (megabytes); the next save removes
+    it, holding the lock every saver holds, so a live saver's temporary file is never taken from under it."""
+    import filelock
+
+    monkeypatch.setattr("memory_server.embeddings.CACHE_LOCK_TIMEOUT", 0.2)
+    folder = tmp_path / "vectors"
+    embedder = Embedder(tiny_model, "tiny", cache_dir=folder)
+    embedder.encode(["cat"])
+    embedder.save()
+    [cache] = [p for p in folder.iterdir() if p.suffix == ".npz"]
+    leftover = folder / f".{cache.name}.0123456789abcdef.tmp"
+    leftover.write_bytes(b"\0" * 1000)
+    with filelock.FileLock(f"{cache}.lock"):  # another process is saving right now
+        embedder.encode(["dog"])
+        embedder.save()  # waits for the lock, gives up, keeps its vectors for the next save
+        assert leftover.exists()
+    embedder.save()
+    assert not leftover.exists()
+    assert sorted(p.name for p in folder.iterdir()) == [cache.name, f"{cache.name}.lock"]
+    model = Counting(tiny_model)
+    Embedder(model, "tiny", cache_dir=folder).encode(["cat", "dog"])
+    assert model.seen == []  # both saved, the vector that waited for the lock included
 
 
 def test_long_encodes_report_progress_in_steps(tiny_model, monkeypatch):
