@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from memory_server.errors import MemoryFileError, MemoryServerError, ReadOnlyError, echo
+from memory_server.files import FileChangedError, read_regular
 from memory_server.graph import KnowledgeGraph
 from memory_server.project import Project, ProjectNotFoundError, find_project, folder_from
 from memory_server.registry import (
@@ -29,6 +30,7 @@ from memory_server.registry import (
     _first_error,
 )
 from memory_server.store import GraphStore
+from memory_server.target import find_target
 from memory_server.templates import check_template, fill
 
 __all__ = [  # the registry's names are re-exported: callers import contexts from here
@@ -244,8 +246,15 @@ class Contexts:
         with self._stores_mutex:
             store = self._stores.get(key)
             if store is None:
-                store = self._stores[key] = GraphStore(key, self.lock_timeout)
+                store = self._stores[key] = GraphStore(key, self.lock_timeout, allowed_root=self._allowed_root(context))
             return store
+
+    def _allowed_root(self, context: ResolvedContext) -> Path | None:
+        """Where a project context's file must stay at every write: the folder its template keeps it in."""
+        if context.project is None:
+            return None
+        places = [context.project.root, context.project.repo_root, *self.memory_folders()]
+        return next((p for p in places if context.path.is_relative_to(os.path.normpath(p.expanduser()))), None)
 
     def open_stores(self) -> list[GraphStore]:
         with self._stores_mutex:
@@ -317,9 +326,9 @@ def _check_memory_file(path: Path) -> None:
         raise ContextConfigError(f"{path} is a folder; give the path of a .jsonl memory file.")
     if not path.exists():
         return
-    try:
-        text = path.read_bytes().decode("utf-8", "surrogateescape")
-    except OSError as problem:
+    try:  # find_target refuses a pipe or a device before anything opens it
+        text = read_regular(find_target(path).real)[0].decode("utf-8", "surrogateescape")
+    except (OSError, FileChangedError) as problem:
         raise MemoryFileError(path, "read", problem) from problem
     skipped = KnowledgeGraph.parse(text).skipped_lines()
     if skipped:

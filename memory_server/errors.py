@@ -70,6 +70,71 @@ class ReadOnlyError(MemoryServerError, PermissionError):
         return f"{self.what} is read-only: this call would change it, so it was refused and nothing was written."
 
 
+class NotAMemoryFileError(MemoryServerError, ValueError):
+    """A memory path leads to something that must not be read or written as memory: a special file, a link to a
+    file that is not a `.jsonl` memory file, a file outside the place its context allows, a hard-linked file."""
+
+    def __init__(self, path: Path, problem: str, fix: str, action: str = "read or written") -> None:
+        super().__init__(problem)
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        self.action = action
+
+    def __str__(self) -> str:
+        return f"{self.problem}. Nothing was {self.action}. {self.fix}"
+
+
+class ReadOnlyFileError(MemoryServerError, PermissionError):
+    """The memory file itself is not writable (its mode, or its owner): mutating tools are refused."""
+
+    def __init__(self, path: Path, mode: int) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path} is read-only (mode {self.mode:04o}), so this call, which would change it, was refused and "
+            f"nothing was written. Make it writable (chmod u+w {self.path}) to change this memory."
+        )
+
+
+class FileBusyError(MemoryServerError, TimeoutError):
+    """Another program was still writing the memory file when the lock timeout ran out."""
+
+    def __init__(self, path: Path, why: str, waited: float) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.why = why
+        self.waited = waited
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path} is being written by another program ({self.why}; waited {self.waited:.1f} s). "
+            "Nothing was changed, so that program's save is not cut short; try the call again in a moment."
+        )
+
+
+class LockUnavailableError(MemoryServerError, PermissionError):
+    """The lock file cannot be used: it is a symbolic link or a special file, or this user may not open it."""
+
+    def __init__(self, lock_path: Path, problem: str, fix: str) -> None:
+        super().__init__(problem)
+        self.lock_path = lock_path
+        self.problem = problem
+        self.fix = fix
+
+    def __str__(self) -> str:
+        return f"Cannot lock {self.lock_path}: {self.problem}. Nothing was changed; reading still works. {self.fix}"
+
+    def read_warning(self, path: Path) -> str:
+        return (
+            f"{path} was read without its lock ({self.lock_path}: {self.problem}), so a change another server was "
+            f"making at that moment may be missing; writes to it are refused until this is fixed. {self.fix}"
+        )
+
+
 def echo(value: object, limit: int = ECHO_LIMIT) -> str:
     """`value` quoted for an error text, cut to `limit` characters: an error never grows with what was sent."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)

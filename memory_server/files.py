@@ -1,15 +1,23 @@
 """File primitives shared by the memory store and the contexts registry: change stamps, the cross-process lock,
-and the project's single atomic-write helper."""
+the project's single atomic-write helper, and the checked append.
+
+Other programs (git, editors, sync clients) never take our lock, so a write cannot rely on it alone: the atomic
+write can compare-and-swap (on Linux it exchanges the new file with the old one and checks what it took out), and
+the append checks the open file before writing and its own bytes after. Either raises `FileChangedError` when the
+file is not the one that was read, and the caller reads it again.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import glob
 import hashlib
 import os
 import secrets
 import stat
+import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +25,7 @@ from typing import NamedTuple
 
 import filelock
 
-from memory_server.errors import LockTimeoutError, MemoryFileError
+from memory_server.errors import LockTimeoutError, LockUnavailableError, MemoryFileError
 from memory_server.git import find_checkout
 
 LOCKS_FOLDER = "mcp-memory-contexts"  # inside a repository's git folder
@@ -36,6 +44,19 @@ class Stamp(NamedTuple):
     @classmethod
     def of(cls, st: os.stat_result) -> Stamp:
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def same_content(self, st: os.stat_result) -> bool:
+        """True if `st` is this file with no write since (a rename moves the change time, not the content)."""
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self[:4]
+
+
+class FileChangedError(Exception):
+    """Internal: the file changed between our read and our write; read it again and re-apply the change.
+    `landed` says whether our bytes may have reached the file before the change was noticed."""
+
+    def __init__(self, landed: bool = False) -> None:
+        super().__init__("the file changed while it was being written")
+        self.landed = landed
 
 
 def stamp_of(path: Path) -> Stamp | None:
@@ -104,14 +125,27 @@ def remove_legacy_lock(path: Path, lock_path: Path) -> None:
 
 
 @contextlib.contextmanager
-def locked(lock: filelock.BaseFileLock, timeout: float) -> Iterator[None]:
-    """Hold `lock`, turning filelock's failures into errors that name the file and the way out."""
+def locked(lock: filelock.BaseFileLock, timeout: float, shown_timeout: float | None = None) -> Iterator[None]:
+    """Hold `lock`, turning filelock's failures into errors that name the file and the way out.
+
+    The lock file is never followed through a symbolic link: filelock >= 3.20.1 opens it with O_NOFOLLOW, and we
+    refuse a link (or a special file) ourselves first, whatever filelock version is installed.
+    """
     lock_path = Path(lock.lock_file)
+    check_lock_file(lock_path)
     try:
-        lock.acquire(timeout=timeout)
+        lock.acquire(timeout=max(timeout, 0))
     except filelock.Timeout:
-        raise LockTimeoutError(lock_path, timeout) from None
+        raise LockTimeoutError(lock_path, timeout if shown_timeout is None else shown_timeout) from None
     except OSError as problem:
+        check_lock_file(lock_path)  # swapped for a link while we waited: say so
+        if problem.errno in _NO_PERMISSION:
+            reason = problem.strerror.lower() if problem.strerror else str(problem)
+            if os.path.lexists(lock_path):
+                fix = f"The lock file is not writable for this user (left by a run with sudo?): sudo rm {lock_path}"
+            else:
+                fix = f"Its folder {lock_path.parent} is not writable for this user: make it writable"
+            raise LockUnavailableError(lock_path, reason, fix + ", or point the server at another file.") from problem
         raise MemoryFileError(lock_path, "lock", problem) from problem
     try:
         yield
@@ -119,16 +153,117 @@ def locked(lock: filelock.BaseFileLock, timeout: float) -> Iterator[None]:
         lock.release()
 
 
-def write_atomically(path: Path, data: bytes | Callable[[int], None]) -> None:
+def check_lock_file(lock_path: Path) -> None:
+    try:
+        st = os.lstat(lock_path)
+    except FileNotFoundError:
+        return
+    except OSError as problem:
+        if problem.errno in _NO_PERMISSION:
+            raise LockUnavailableError(lock_path, "its folder cannot be read", "Fix the folder's permissions.") from None
+        raise MemoryFileError(lock_path, "lock", problem) from problem
+    if stat.S_ISLNK(st.st_mode):
+        raise LockUnavailableError(
+            lock_path,
+            f"it is a symbolic link (to {os.readlink(lock_path)}), and a lock file is never followed through a link",
+            f"Delete the link ({lock_path}); the server makes a new lock file.",
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise LockUnavailableError(
+            lock_path, f"it is {kind_of(st.st_mode)}, not a regular file", f"Delete {lock_path}; the server makes a new one."
+        )
+
+
+_NO_PERMISSION = {errno.EACCES, errno.EPERM, errno.EROFS}
+# Open flags that not every system has: never through a link, never blocking on a pipe, never inherited.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+# ---- who wrote last ---------------------------------------------------------------------------------------------
+# After each write, the writer records the file's new stamp on the lock file (an extended attribute: the lock's
+# content is filelock's). The next server that finds the file in that state knows one of us wrote it, completely,
+# under the lock; any other state was made by another program, which may still be writing it.
+
+_MARK = "user.memory-contexts.stamp"
+
+
+def read_mark(lock_path: Path) -> Stamp | None:
+    try:
+        return Stamp(*(int(part) for part in os.getxattr(lock_path, _MARK, follow_symlinks=False).split()))
+    except (AttributeError, OSError, ValueError, TypeError):  # no extended attributes here: every change is foreign
+        return None
+
+
+def write_mark(lock_path: Path, stamp: Stamp) -> None:
+    with contextlib.suppress(AttributeError, OSError):
+        os.setxattr(lock_path, _MARK, " ".join(map(str, stamp)).encode(), follow_symlinks=False)
+
+
+# ---- reading ------------------------------------------------------------------------------------------------------
+
+
+def read_regular(path: Path) -> tuple[bytes, Stamp]:
+    """The content of the regular file `path` (never a link, pipe or device), read up to the size it had when
+    opened. Raises FileChangedError if the file changed during the read, FileNotFoundError if it is gone."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileChangedError()  # it was a regular file when its path was checked: check again
+        chunks, remaining = [], st.st_size
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 26))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        if remaining or not Stamp.of(st).same_content(os.fstat(fd)):
+            raise FileChangedError()
+        return b"".join(chunks), Stamp.of(st)
+    finally:
+        os.close(fd)
+
+
+def kind_of(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a special file"
+
+
+_KINDS = [
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISLNK, "a symbolic link"),
+    (stat.S_ISREG, "a regular file"),
+]
+
+
+# ---- writing ------------------------------------------------------------------------------------------------------
+
+ANYTHING = object()  # write_atomically(expected=ANYTHING): replace whatever is there
+
+
+def write_atomically(
+    path: Path, data: bytes | Callable[[int], None], expected: Stamp | None | object = ANYTHING
+) -> Stamp:
     """Replace `path` with `data` (bytes, or a function writing to the file descriptor it is given) so that
-    readers and crashes only ever see the old or the new content.
+    readers and crashes only ever see the old or the new content; return the new file's stamp.
 
     The temporary file sits in the same folder (a rename cannot cross file systems), is fsynced before the
-    rename, keeps the permissions of the file it replaces, and is removed if anything fails.
+    rename, keeps the permissions of the file it replaces, and is removed if anything fails. With `expected` (the
+    stamp of the file that was read, or None for "no file"), the replace only happens if the file is still in that
+    state, else FileChangedError: on Linux the check and the replace are one step (renameat2), elsewhere the check
+    comes just before the rename.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f"{temp_prefix(path)}{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o666)
     try:
         with contextlib.suppress(FileNotFoundError):
             os.fchmod(fd, stat.S_IMODE(os.stat(path).st_mode))
@@ -137,16 +272,97 @@ def write_atomically(path: Path, data: bytes | Callable[[int], None]) -> None:
         else:
             write_all(fd, data)
         os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(temp, path)
+        _install(temp, path, expected, os.fstat(fd).st_ino)
+        stamp = Stamp.of(os.fstat(fd))  # after the rename, which moved the change time
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            if os.lstat(temp).st_ino == os.fstat(fd).st_ino:
+                os.unlink(temp)
         raise
+    finally:
+        os.close(fd)
     _fsync_directory(path.parent)
+    return stamp
+
+
+def _install(temp: Path, path: Path, expected: Stamp | None | object, ours: int) -> None:
+    if expected is ANYTHING:
+        os.replace(temp, path)
+    elif expected is None:
+        try:
+            if _rename2(temp, path, _RENAME_NOREPLACE):
+                return
+        except FileExistsError:
+            raise FileChangedError() from None
+        if os.path.lexists(path):
+            raise FileChangedError()
+        os.replace(temp, path)
+    else:
+        assert isinstance(expected, Stamp)
+        try:  # most changes are seen here, before anything moves; the exchange catches the rest
+            if not expected.same_content(os.stat(path)):
+                raise FileChangedError()
+            exchanged = _rename2(temp, path, _RENAME_EXCHANGE)
+        except FileNotFoundError:
+            raise FileChangedError() from None
+        if not exchanged:
+            os.replace(temp, path)
+            return
+        if expected.same_content(os.lstat(temp)):
+            os.unlink(temp)  # the old file, now under the temporary name
+            return
+        _put_back(temp, path, ours)
+        raise FileChangedError()
+
+
+def _put_back(temp: Path, path: Path, ours: int) -> None:
+    """Undo an exchange that took out a file another program had changed: that file goes back to `path` (a program
+    writing it in place keeps writing the right file) and our new file is deleted."""
+    _rename2(temp, path, _RENAME_EXCHANGE)
+    if os.lstat(temp).st_ino != ours:  # yet another program replaced `path` meanwhile: its file goes back there
+        _rename2(temp, path, _RENAME_EXCHANGE)
+    os.unlink(temp)
+
+
+def append_checked(path: Path, payload: bytes, expected: Stamp) -> Stamp:
+    """Append `payload` to `path` if it is still in the `expected` state; return its new stamp.
+
+    Checked on the open file just before the write, and after it: our bytes are where we put them and `path`
+    still names this file (a program that replaced it by rename after our check would otherwise get them lost).
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | _NOFOLLOW | _NONBLOCK | _CLOEXEC)
+    except (FileNotFoundError, IsADirectoryError):
+        raise FileChangedError() from None
+    except OSError as problem:
+        if problem.errno in (errno.ELOOP, errno.ENXIO):  # became a link or a pipe since we looked
+            raise FileChangedError() from None
+        raise
+    try:
+        before = os.fstat(fd)
+        if not (stat.S_ISREG(before.st_mode) and expected.same_content(before)):
+            raise FileChangedError()
+        try:
+            write_all(fd, payload)
+            os.fsync(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before.st_size)  # leave the file exactly as it was
+            raise
+        after = os.fstat(fd)
+        if os.pread(fd, len(payload), before.st_size) != payload or not _same_file(after, path):
+            raise FileChangedError(landed=True)
+        return Stamp.of(after)
+    finally:
+        os.close(fd)
+
+
+def _same_file(st: os.stat_result, path: Path) -> bool:
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -167,7 +383,7 @@ def copy_range(source: int, target: int, start: int, end: int) -> None:
             write_all(target, chunk)
             done = len(chunk)
         if done == 0:
-            raise OSError(errno.EIO, "the file got shorter while it was being copied")
+            raise FileChangedError()  # the file got shorter while it was being copied
         start += done
 
 
@@ -194,3 +410,38 @@ def _fsync_directory(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+# ---- renameat2 --------------------------------------------------------------------------------------------------
+# The standard library has no renameat2 (Linux 3.15+, glibc 2.28+); it is one call, so ctypes rather than a package.
+
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _load_renameat2() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function  # type: ignore[no-any-return]
+
+
+_RENAMEAT2 = _load_renameat2()
+
+
+def _rename2(source: Path, target: Path, flags: int) -> bool:
+    """renameat2(source, target, flags); False where this system or file system does not have it."""
+    if _RENAMEAT2 is None:
+        return False
+    if _RENAMEAT2(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), flags) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(source), None, str(target))

@@ -1,4 +1,4 @@
-"""The knowledge graph and its JSONL file format, compatible line for line with the official memory server.
+"""The knowledge graph of one memory file (its lines are read and written by jsonl.py).
 
 A file is a list of lines. Each line is an entity, a relation, or a line we cannot use (bad JSON, an unknown
 `type`, a missing field...). Unusable lines are kept verbatim in their place, so a rewrite never loses them, and
@@ -11,8 +11,6 @@ to persist them (append lines, or rewrite the file) in `graph.edits`.
 from __future__ import annotations
 
 import itertools
-import json
-import re
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,38 +20,17 @@ import numpy as np
 
 from memory_server.errors import EntityNotFoundError
 
-ENTITY_KEYS = ("type", "name", "entityType", "observations")
-RELATION_KEYS = ("type", "from", "to", "relationType")
-
-
-@dataclass(eq=False, slots=True)
-class Entity:
-    name: str
-    entity_type: str
-    observations: list[str]
-    extra: dict[str, Any] = field(default_factory=dict)
-    text: str | None = None  # the line this was read from; None when new or changed since
-    slot: int = -1  # position in KnowledgeGraph.records
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "entityType": self.entity_type, "observations": list(self.observations)}
-
-
-@dataclass(eq=False, slots=True)
-class Relation:
-    source: str
-    target: str
-    relation_type: str
-    extra: dict[str, Any] = field(default_factory=dict)
-    text: str | None = None
-    slot: int = -1
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.source, self.target, self.relation_type)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"from": self.source, "to": self.target, "relationType": self.relation_type}
+# The records and their line codec live in jsonl.py; they are also imported from here.
+from memory_server.jsonl import (  # noqa: F401
+    Entity,
+    Relation,
+    decode_line,
+    encode_entity,
+    encode_relation,
+    json_line,
+    parse_or_problem,
+    record_of,
+)
 
 
 @dataclass(eq=False)
@@ -120,7 +97,7 @@ class KnowledgeGraph:
             graph._sizes[-1] -= 1
         for line in raw:
             text = line.decode("utf-8", "surrogateescape")
-            graph._load_line(text, _parse_or_problem(text) if text.strip() else None)
+            graph._load_line(text, parse_or_problem(text) if text.strip() else None)
         graph._on_disk = len(graph.records)
         return graph
 
@@ -270,7 +247,7 @@ class KnowledgeGraph:
         try:
             if isinstance(parsed, ValueError):
                 raise parsed
-            record = _record(parsed)
+            record = record_of(parsed, line)
         except ValueError as problem:
             self.records.append(UnusableLine(line, str(problem)))
             self._unusable += 1
@@ -340,101 +317,6 @@ class KnowledgeGraph:
         self._remove_record(relation)
 
 
-# ---- the line codec ----------------------------------------------------------------------------------------
-
-
-def decode_line(line: str) -> Entity | Relation:
-    """Parse one line; raise ValueError with a short reason if it is not an entity or a relation."""
-    return _record(_parse_json(line))
-
-
-def _parse_or_problem(line: str) -> Any:
-    try:
-        return _parse_json(line)
-    except ValueError as problem:
-        return problem
-
-
-def _parse_json(line: str) -> Any:
-    if line.startswith("\ufeff"):
-        raise ValueError("starts with a byte-order mark")
-    if not line.isascii() and _LONE_SURROGATE.search(line):
-        raise ValueError("not valid UTF-8")  # the file's bytes, decoded with surrogateescape
-    body = line.strip(" \t\r\n")
-    try:
-        value, end = _DECODER.scan_once(body, 0)  # the C scanner, without decode()'s regex passes
-        if end == len(body):
-            return value
-    except (StopIteration, ValueError):
-        pass  # decode() below says what is wrong
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    try:
-        return _DECODER.decode(line)
-    except json.JSONDecodeError as problem:
-        raise ValueError(f"not valid JSON ({problem.msg} at column {problem.colno})") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-
-
-def _record(data: Any) -> Entity | Relation:
-    """The entity or relation a parsed line holds; ValueError with a short reason if it holds neither."""
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    kind = data.get("type")
-    if kind == "entity":
-        name, entity_type, observations = data.get("name"), data.get("entityType"), data.get("observations")
-        if not (isinstance(name, str) and isinstance(entity_type, str)):
-            _require_str(data, "name", "entityType")
-        if not isinstance(observations, list) or not all(isinstance(o, str) for o in observations):
-            problem = "is missing" if "observations" not in data else "is not a list of strings"
-            raise ValueError(f"entity field 'observations' {problem}")
-        extra = {k: v for k, v in data.items() if k not in ENTITY_KEYS} if len(data) > 4 else {}
-        return Entity(name, entity_type, observations, extra)
-    if kind == "relation":
-        source, target, relation_type = data.get("from"), data.get("to"), data.get("relationType")
-        if not (isinstance(source, str) and isinstance(target, str) and isinstance(relation_type, str)):
-            _require_str(data, "from", "to", "relationType")
-        extra = {k: v for k, v in data.items() if k not in RELATION_KEYS} if len(data) > 4 else {}
-        return Relation(source, target, relation_type, extra)
-    raise ValueError(f"unknown type {kind!r} (expected 'entity' or 'relation')")
-
-
-def encode_entity(entity: Entity) -> str:
-    return json_line(
-        {
-            "type": "entity",
-            "name": entity.name,
-            "entityType": entity.entity_type,
-            "observations": entity.observations,
-            **entity.extra,
-        }
-    )
-
-
-def encode_relation(relation: Relation) -> str:
-    return json_line(
-        {
-            "type": "relation",
-            "from": relation.source,
-            "to": relation.target,
-            "relationType": relation.relation_type,
-            **relation.extra,
-        }
-    )
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def json_line(data: Any) -> str:
-    # Like JavaScript's JSON.stringify: compact, non-ASCII as is, lone surrogates escaped (UTF-8 cannot hold them).
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text
-
-
 def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if isinstance(record, UnusableLine):
         return record.text
@@ -453,20 +335,6 @@ def _mergeable(first: Entity, second: Entity) -> bool:
 
 def _line_bytes(record: Entity | Relation | UnusableLine) -> bytes:
     return (_text_of(record) + "\n").encode("utf-8", "surrogateescape")
-
-
-def _require_str(data: dict[str, Any], *keys: str) -> None:
-    for key in keys:
-        if not isinstance(data.get(key), str):
-            problem = "is missing" if key not in data else "is not a string"
-            raise ValueError(f"{data['type']} field '{key}' {problem}")
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"not valid JSON ({name} is not allowed)")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _slot(record: Entity | Relation) -> int:

@@ -1,36 +1,46 @@
 """One memory file: a parsed graph cached while the file is unchanged, and safe writes.
 
-Every mutation runs as *lock -> re-read if another process changed the file -> apply -> persist*. Additions are
-appended when a single small write can hold them (a crash then leaves the old file or the new one, never half a
-line); anything else rewrites the file atomically. Reads reuse the cached graph while the file's stamp (inode,
-size, mtime) is unchanged, which costs one `stat`.
+Every mutation runs as *resolve the file -> lock -> re-read if it changed -> apply -> persist*, and persisting checks
+that the file is still the one that was read: other programs (git, editors, sync clients) do not take our lock. If
+it changed, the change is applied again to what is there now. A file another program is still writing (its last
+line incomplete, or changed in place a moment ago) is waited for, within the lock timeout, and never used for a
+write before it is complete. Additions are appended when a single small write can hold them (a crash then leaves
+the old file or the new one, never half a line); anything else rewrites the file atomically. Reads reuse the
+cached graph while the file's stamp is unchanged, which costs one `stat`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
+import json
 import os
+import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
 import filelock
 
-from memory_server.errors import MemoryFileError
+from memory_server.errors import FileBusyError, LockTimeoutError, LockUnavailableError, MemoryFileError
 from memory_server.files import (
+    FileChangedError,
     Stamp,
+    append_checked,
     copy_range,
     lock_path_for,
     locked,
+    read_mark,
+    read_regular,
     remove_legacy_lock,
     remove_stale_temp_files,
-    stamp_of,
     write_all,
     write_atomically,
+    write_mark,
 )
 from memory_server.graph import KnowledgeGraph, Plan, SkippedLine
+from memory_server.target import Target, find_target
 
 T = TypeVar("T")
 
@@ -38,138 +48,287 @@ T = TypeVar("T")
 # all-or-nothing even under SIGKILL; larger additions go through the atomic rewrite instead.
 _PAGE = 4096
 _MAX_LISTED_PROBLEMS = 10
+# Another program's change in place is used once the file has been still this long (an editor saving in chunks
+# pauses between them); a last line without its newline, which may be the middle of a save, waits longer before
+# it is taken for a leftover. A read waits at most READ_PATIENCE for either, then shows the file as it is.
+QUIET = 0.25
+TAIL_QUIET = 2.0
+READ_PATIENCE = 1.0
+_POLL = 0.02
 
 
 class GraphStore:
-    def __init__(self, path: Path, lock_timeout: float = 10.0) -> None:
+    def __init__(self, path: Path, lock_timeout: float = 10.0, allowed_root: Path | None = None) -> None:
         self.path = path
         self.lock_timeout = lock_timeout
+        self.allowed_root = allowed_root  # a project context's folder: the file must stay inside it
+        self._locks: dict[Path, filelock.BaseFileLock] = {}
+        self._lock_path = Path()  # the lock of the file being worked on, set by _locked
         self._mutex = threading.RLock()  # tool calls run in worker threads
         self._graph: KnowledgeGraph | None = None
         self._stamp: Stamp | None = None
-        self._swept = False
+        self._real: Path | None = None  # the file the cached graph was read from
+        self._complete = True  # False: the cached graph was read while another program was writing the file
+        self._swept: set[Path] = set()
         self._warned = False
+        self._notes: dict[str, None] = {}  # warnings for the next result, in order
         self.version = 0  # counts the graph states this store has held; search indexes key on it
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[KnowledgeGraph]:
         """The graph as the file holds it now, for reading only, while no other thread of ours changes it."""
-        with self._mutex:
-            if self._graph is None or self._stamp != stamp_of(self.path):
-                self._reload(lock=True)
-            assert self._graph is not None
-            yield self._graph
+        with self._turn() as deadline:
+            yield self._current(deadline)
 
     def refresh(self) -> bool:
         """Re-read the file if someone else changed it since we last read or wrote it; True if so."""
-        with self._mutex:
-            if self._graph is not None and self._stamp == stamp_of(self.path):
-                return False
-            self._reload(lock=True)
-            return True
+        with self._turn() as deadline:
+            version = self.version
+            self._current(deadline)
+            return self.version != version
 
     def mutate(self, change: Callable[[KnowledgeGraph], T]) -> T:
-        """Apply `change` to the current graph under the cross-process lock and persist what it edited."""
-        with self._mutex, self._locked():
-            if self._graph is None or self._stamp != stamp_of(self.path):
-                self._reload(lock=False)
-            graph = self._graph
-            assert graph is not None
-            try:
-                result = change(graph)
-                if graph.edits:
-                    self._persist(graph)
-            except BaseException:
-                if graph.edits:  # the graph in memory no longer matches the file: read it again next time
-                    self._graph = None
-                raise
-            return result
+        """Apply `change` to the current graph under the cross-process lock and persist what it edited.
+
+        If the file turns out to have changed when it is written, `change` runs again on a fresh read of it. The
+        caller sees only the result of the run that was written (or of the first run, if a later run found its
+        work already in the file: an append that reached the file before someone else replaced it).
+        """
+        with self._turn() as deadline:
+            first: list[T] = []
+            while True:
+                target = find_target(self.path, self.allowed_root)
+                with self._locked(target, deadline, writing=True):
+                    now = find_target(self.path, self.allowed_root)  # the link may have moved while we waited
+                    if now.real != target.real and not deadline.passed:
+                        continue
+                    now.require_writable()
+                    graph = self._load(now, deadline, writing=True)
+                    try:
+                        result = change(graph)
+                        if not graph.edits:
+                            return first[0] if first else result
+                        self._persist(now, graph)
+                        return result
+                    except FileChangedError as changed:
+                        self._forget()
+                        if changed.landed and not first:
+                            first.append(result)
+                        if deadline.passed:
+                            raise FileBusyError(now.real, "it kept changing while the server wrote it", deadline.waited)
+                    except BaseException:
+                        if graph.edits:  # the graph in memory no longer matches the file: read it again next time
+                            self._forget()
+                        raise
 
     def take_warning(self) -> str | None:
-        """A note on the lines this file could not use, given once per state of the file that another writer made."""
+        """Notes for the next result: lines of this file that could not be used (once per state of the file that
+        another writer made), and reads that could not lock the file or found it being written."""
         with self._mutex:
-            if self._warned or self._graph is None:
-                return None
-            self._warned = True
-            skipped = self._graph.skipped_lines()
-            return describe_skipped(self.path, skipped) if skipped else None
+            notes = list(self._notes)
+            self._notes.clear()
+            if not self._warned and self._graph is not None:
+                self._warned = True
+                skipped = self._graph.skipped_lines()
+                if skipped:
+                    notes.insert(0, describe_skipped(self.path, skipped))
+            return " ".join(notes) or None
 
     # ---- internals -----------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock_path = lock_path_for(self.path)  # at every acquisition: a `git init` around the file moves it
-        with locked(filelock.FileLock(lock_path, thread_local=False), self.lock_timeout):
-            if not self._swept:  # the first time we hold the lock, clear what a killed writer left behind
-                remove_stale_temp_files(self.path)
-                remove_legacy_lock(self.path, lock_path)
-                self._swept = True
-            yield
+    def _turn(self) -> Iterator[_Deadline]:
+        """This store, for one operation of this process, all of it (waiting included) within the lock timeout."""
+        deadline = _Deadline(self.lock_timeout)
+        if not self._mutex.acquire(timeout=max(self.lock_timeout, 0)):
+            raise LockTimeoutError(lock_path_for(Path(os.path.realpath(self.path))), self.lock_timeout)
+        try:
+            yield deadline
+        finally:
+            self._mutex.release()
 
-    def _reload(self, lock: bool) -> None:
-        stamp = stamp_of(self.path)
-        if stamp is None:
-            self._graph, self._stamp = KnowledgeGraph(), None
-            self.version += 1
-            return
-        # Read under the lock so a concurrent append is never seen half-written; a folder we may not lock
-        # (read-only media) is still readable.
-        writable = os.access(self.path.parent, os.W_OK)
-        with self._locked() if lock and writable else contextlib.nullcontext():
+    @contextlib.contextmanager
+    def _locked(self, target: Target, deadline: _Deadline, writing: bool) -> Iterator[bool]:
+        """Hold the target's lock; True if held. A read goes on without a lock it may not take, and says so."""
+        lock_path = self._lock_path = lock_path_for(target.real)  # at every acquisition: `git init` moves it
+        lock = self._locks.get(lock_path)
+        if lock is None:
+            lock = self._locks[lock_path] = filelock.FileLock(lock_path, thread_local=False)
+        with contextlib.ExitStack() as stack:
             try:
-                with open(self.path, "rb") as file:
-                    data = file.read()
-                    stamp = Stamp.of(os.fstat(file.fileno()))
+                stack.enter_context(locked(lock, deadline.remaining(), self.lock_timeout))
+            except LockUnavailableError as problem:
+                if writing:
+                    raise
+                self._note(problem.read_warning(self.path))
+                yield False
+                return
+            if target.real not in self._swept:  # the first time we hold the lock, clear what a killed writer left
+                remove_stale_temp_files(target.real)
+                remove_legacy_lock(target.real, lock_path)
+                self._swept.add(target.real)
+            yield True
+
+    def _current(self, deadline: _Deadline) -> KnowledgeGraph:
+        if self._graph is not None and self._stamp is not None and self._stamp == _plain_file_stamp(self.path):
+            return self._graph  # the very file read and checked last time, unchanged: one lstat
+        target = find_target(self.path, self.allowed_root)
+        if self._is_cached(target):
+            assert self._graph is not None
+            return self._graph
+        if target.st is None:  # nothing to read, and nothing created by reading
+            return self._keep(target, KnowledgeGraph(), None)
+        # Read under the lock so a concurrent append of ours is never seen half-written.
+        with self._locked(target, deadline, writing=False):
+            return self._load(find_target(self.path, self.allowed_root), deadline, writing=False)
+
+    def _is_cached(self, target: Target) -> bool:
+        if self._graph is None or self._real != target.real:
+            return False
+        return self._stamp == (Stamp.of(target.st) if target.st is not None else None)
+
+    def _load(self, target: Target, deadline: _Deadline, writing: bool) -> KnowledgeGraph:
+        """The graph of the file as it is now: the cached one if the file is unchanged, else read again, waiting
+        while another program is still writing it."""
+        if self._is_cached(target) and (self._complete or not writing):
+            assert self._graph is not None
+            return self._graph
+        patience = deadline if writing else deadline.within(READ_PATIENCE)
+        mark = read_mark(self._lock_path)
+        first_seen: dict[Stamp, float] = {}
+        while True:
+            try:
+                data, stamp = read_regular(target.real)
+            except FileNotFoundError:
+                return self._keep(target, KnowledgeGraph(), None)
+            except FileChangedError:
+                busy: str | None = "it changed while it was read"
             except OSError as problem:
                 raise MemoryFileError(self.path, "read", problem) from problem
-        self._graph = KnowledgeGraph.parse(data)
-        self.version += 1
-        self._stamp = stamp
-        self._warned = False
-
-    def _persist(self, graph: KnowledgeGraph) -> None:
-        plan = graph.plan()
-        try:
-            added = _appended_bytes(plan, self._stamp.size if self._stamp else 0)
-            if added is not None and self._stamp is not None and self._stamp.size % _PAGE + len(added) <= _PAGE:
-                self._append(added)
             else:
-                write_atomically(self.path, lambda fd: self._write_plan(fd, plan))
+                busy = self._still_being_written(data, stamp, mark, first_seen)
+            if busy is None or patience.passed:
+                break
+            time.sleep(_POLL)
+        if busy is not None and writing:
+            raise FileBusyError(target.real, busy, deadline.waited)
+        if busy is not None:
+            self._note(
+                f"{self.path} is being written by another program ({busy}); this result shows it as it was at that "
+                "moment and may be incomplete."
+            )
+            if busy == "it changed while it was read":
+                return self._graph if self._graph is not None else KnowledgeGraph()
+        graph = self._keep(target, KnowledgeGraph.parse(data), stamp)
+        self._complete = busy is None
+        return graph
+
+    def _still_being_written(
+        self, data: bytes, stamp: Stamp, mark: Stamp | None, first_seen: dict[Stamp, float]
+    ) -> str | None:
+        """Why the file may be in the middle of another program's save, or None if it is complete."""
+        if stamp == mark:
+            return None  # written by one of our servers, completely, under the lock
+        seen = first_seen.setdefault(stamp, time.monotonic())
+        still_for = max(time.monotonic() - seen, (time.time_ns() - stamp.mtime_ns) / 1e9)
+        if still_for < TAIL_QUIET and _incomplete_tail(data):
+            return "its last line is incomplete"
+        known = self._stamp
+        in_place = known is None or known[:2] == stamp[:2]  # same file changed, or one we never saw complete
+        if in_place and still_for < QUIET:
+            return "it was changed in place a moment ago"
+        return None
+
+    def _keep(self, target: Target, graph: KnowledgeGraph, stamp: Stamp | None) -> KnowledgeGraph:
+        self._graph, self._stamp, self._real, self._complete = graph, stamp, target.real, True
+        self._warned = False
+        self.version += 1
+        return graph
+
+    def _forget(self) -> None:
+        self._graph = None
+
+    def _note(self, note: str) -> None:
+        self._notes[note] = None
+
+    def _persist(self, target: Target, graph: KnowledgeGraph) -> None:
+        plan = graph.plan()
+        expected = self._stamp
+        try:
+            added = _appended_bytes(plan, expected.size if expected else 0)
+            if added is not None and expected is not None and expected.size % _PAGE + len(added) <= _PAGE:
+                stamp = append_checked(target.real, added, expected)
+            else:
+                stamp = write_atomically(target.real, lambda fd: self._write_plan(fd, plan, target), expected)
         except OSError as problem:
             raise MemoryFileError(self.path, "write", problem) from problem
         graph.written()
         self.version += 1
-        self._stamp = stamp_of(self.path)
+        self._stamp = stamp
+        write_mark(self._lock_path, stamp)
 
-    def _write_plan(self, target: int, plan: Plan) -> None:
+    def _write_plan(self, out: int, plan: Plan, target: Target) -> None:
         """Write the new file: copy the unchanged ranges from the current file, write the new bytes."""
         if all(isinstance(step, bytes) for step in plan):
-            write_all(target, b"".join(plan))  # type: ignore[arg-type]
+            write_all(out, b"".join(plan))  # type: ignore[arg-type]
             return
-        source = os.open(self.path, os.O_RDONLY)
+        source = os.open(target.real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            if Stamp.of(os.fstat(source)) != self._stamp:
-                raise OSError(errno.EAGAIN, "the file was changed by a program that does not lock it; try again")
+            if self._stamp is None or not self._stamp.same_content(os.fstat(source)):
+                raise FileChangedError()
             for step in plan:
                 if isinstance(step, bytes):
-                    write_all(target, step)
+                    write_all(out, step)
                 else:
-                    copy_range(source, target, *step)
+                    copy_range(source, out, *step)
         finally:
             os.close(source)
 
-    def _append(self, payload: bytes) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        try:
-            size = os.fstat(fd).st_size
-            try:
-                write_all(fd, payload)
-                os.fsync(fd)
-            except BaseException:
-                os.ftruncate(fd, size)  # leave the file exactly as it was
-                raise
-        finally:
-            os.close(fd)
+
+class _Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.start = time.monotonic()
+        self.end = self.start + max(seconds, 0)
+
+    def remaining(self) -> float:
+        return max(self.end - time.monotonic(), 0.0)
+
+    @property
+    def passed(self) -> bool:
+        return time.monotonic() >= self.end
+
+    @property
+    def waited(self) -> float:
+        return time.monotonic() - self.start
+
+    def within(self, seconds: float) -> _Deadline:
+        sooner = _Deadline(0)
+        sooner.start, sooner.end = self.start, min(self.end, time.monotonic() + seconds)
+        return sooner
+
+
+def _plain_file_stamp(path: Path) -> Stamp | None:
+    """The stamp of `path` if it is a regular file (not a link), else None."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return Stamp.of(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _incomplete_tail(data: bytes) -> bool:
+    """True if the file ends in a line that has no newline and is not a whole JSON value (a file the official
+    server wrote has no final newline, but its last line is complete)."""
+    if not data or data.endswith(b"\n"):
+        return False
+    last = data[data.rfind(b"\n") + 1 :]
+    if not last.strip():
+        return False
+    try:
+        json.loads(last.decode("utf-8", "surrogateescape"))
+    except (ValueError, RecursionError):
+        return True
+    return False
 
 
 def _appended_bytes(plan: Plan, size: int) -> bytes | None:

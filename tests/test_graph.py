@@ -91,6 +91,24 @@ def test_unknown_fields_survive_a_rewrite():
     assert relation_line == text.splitlines()[1]
 
 
+NUMBERS = '"inf":1e999,"precise":1.0000000000000000001,"big":' + "9" * 5000 + ',"nested":{"k": [1, 2.50, -0E+3]}'
+
+
+def test_numbers_json_cannot_hold_as_floats_survive_a_change_of_their_entity():
+    # 1e999 used to come back as Infinity, which is not JSON: the next reader skipped the line and the entity was gone.
+    entity_line = '{"type":"entity","name":"a","entityType":"t","observations":["x"],' + NUMBERS + "}"
+    relation_line = '{"type":"relation","from":"a","to":"a","relationType":"r",' + NUMBERS + "}"
+    graph = KnowledgeGraph.parse(entity_line + "\n" + relation_line + "\n")
+    assert graph.skipped_lines() == []
+    graph.add_observations([("a", ["y"])])
+    changed, kept = dump(graph).splitlines()
+    assert kept == relation_line
+    assert changed == '{"type":"entity","name":"a","entityType":"t","observations":["x","y"],' + NUMBERS + "}"
+    assert "Infinity" not in changed
+    again = KnowledgeGraph.parse(changed)
+    assert again.skipped_lines() == [] and again.entities["a"].observations == ["x", "y"]
+
+
 def test_duplicates_that_differ_are_kept_verbatim_and_reported():
     text = (
         '{"type":"entity","name":"a","entityType":"person","observations":["x"]}\n'

@@ -1,16 +1,27 @@
 import multiprocessing
 import os
+import re
+import stat
 import subprocess
 import sys
 import textwrap
 import threading
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import filelock
 import pytest
 
-from memory_server.errors import LockTimeoutError, MemoryFileError
+from memory_server.errors import (
+    LockTimeoutError,
+    LockUnavailableError,
+    MemoryFileError,
+    NotAMemoryFileError,
+    ReadOnlyFileError,
+)
+from memory_server import files
+from memory_server.files import lock_path_for
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.store import GraphStore
 
@@ -123,7 +134,7 @@ def test_unreadable_path_names_the_file(tmp_path):
     folder = tmp_path / "actually-a-folder.jsonl"
     folder.mkdir()
     store = GraphStore(folder)
-    with pytest.raises(MemoryFileError, match="Cannot read memory file .*actually-a-folder.jsonl"):
+    with pytest.raises(NotAMemoryFileError, match=r"actually-a-folder.jsonl: it is a folder, not a regular file"):
         names(store)
 
 
@@ -219,3 +230,281 @@ def test_threads_of_one_process_share_a_store_safely(tmp_path):
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: (create(store, f"e{i}"), names(store)), range(200)))
     assert len(names(GraphStore(store.path))) == 200
+
+
+# ---- other programs change the file (issue 13) ------------------------------------------------------------------
+# Other programs never take our lock. The moment that matters is the one between our check of the file and our
+# write: `at_open` makes another program act exactly then, the first time we open a file that matches.
+
+OUTSIDE = '{{"type":"entity","name":"{0}","entityType":"outside","observations":[]}}'
+WRITERS_SCRIPT = Path(__file__).parent / "outside_writers.py"
+
+
+def at_open(monkeypatch, matches, action):
+    real_open = os.open
+    fired: list[str] = []
+
+    def spy(path, flags, *args, **kwargs):
+        if not fired and matches(Path(path), flags):
+            fired.append(str(path))
+            action()
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy)
+    return fired
+
+
+def save_by_rename(path: Path, content: bytes) -> None:
+    temp = path.with_name(".someone-else.tmp")
+    temp.write_bytes(content)
+    os.replace(temp, path)
+
+
+def save_in_place(path: Path, content: bytes) -> None:
+    with open(path, "r+b") as file:
+        file.truncate(0)
+        file.write(content)
+
+
+def clean_graph(path: Path) -> KnowledgeGraph:
+    graph = KnowledgeGraph.parse(path.read_bytes())
+    assert graph.skipped_lines() == [], path.read_text()
+    return graph
+
+
+def test_a_file_replaced_by_rename_just_before_an_append_gets_no_torn_line(tmp_path, monkeypatch):
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    create(store, "a")
+    theirs = path.read_bytes() + OUTSIDE.format("theirs").encode()  # as the official server writes: no final newline
+    fired = at_open(monkeypatch, lambda p, flags: p == path and flags & os.O_APPEND, lambda: save_by_rename(path, theirs))
+    create(store, "ours")
+    assert fired
+    assert list(clean_graph(path).entities) == ["a", "theirs", "ours"]
+
+
+@pytest.mark.parametrize("save", [save_by_rename, save_in_place], ids=["by rename", "in place"])
+def test_lines_another_program_saves_during_a_rewrite_are_kept(tmp_path, monkeypatch, save):
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    create(store, "a", "b")
+    theirs = path.read_bytes() + (OUTSIDE.format("theirs") + "\n").encode()
+    temp_file = lambda p, flags: p.name.startswith(".m.jsonl.") and flags & os.O_EXCL  # noqa: E731
+    fired = at_open(monkeypatch, temp_file, lambda: save(path, theirs))
+    store.mutate(lambda g: g.add_observations([("a", ["new"])]))
+    assert fired
+    graph = clean_graph(path)
+    assert list(graph.entities) == ["a", "b", "theirs"]
+    assert graph.entities["a"].observations == ["about a", "new"]
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+
+
+@pytest.mark.skipif(files._RENAMEAT2 is None, reason="renameat2 is Linux-only")
+def test_a_change_in_the_instant_before_the_exchange_is_put_back_and_the_call_applied_again(tmp_path, monkeypatch):
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    create(store, "a")
+    real_rename2 = files._rename2
+    moments: list[int] = []
+
+    def rename2(source, target, flags):
+        if not moments:  # after our last check, before the exchange: another program appends in place
+            moments.append(flags)
+            with open(path, "ab") as file:
+                file.write((OUTSIDE.format("theirs") + "\n").encode())
+        return real_rename2(source, target, flags)
+
+    monkeypatch.setattr(files, "_rename2", rename2)
+    store.mutate(lambda g: g.add_observations([("a", ["new"])]))
+    graph = clean_graph(path)
+    assert list(graph.entities) == ["a", "theirs"] and graph.entities["a"].observations == ["about a", "new"]
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".tmp"] == []
+
+
+def test_a_slow_save_in_place_is_waited_for_and_never_made_permanent_half_done(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(OUTSIDE.format(f"e{i}") + "\n" for i in range(1000)))
+    store = GraphStore(path)
+    assert len(names(store)) == 1000
+    # The editor truncates the file, then writes it back (with one line more) in small chunks with pauses.
+    editor = subprocess.Popen(
+        [sys.executable, str(WRITERS_SCRIPT), "inplace", str(path), "--saves", "1", "--pause", "0", "0", "--tag", "ed"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while path.stat().st_size > 60_000 or path.stat().st_size == 0:  # truncated, and being written again
+            assert editor.poll() is None, "the editor finished before the test could catch it mid-save"
+        store.mutate(lambda g: g.add_observations([("e0", ["changed while the editor saved"])]))
+        out, _ = editor.communicate(timeout=60)
+    finally:
+        editor.kill()
+    assert out.splitlines() == [OUTSIDE.format("ed-0").replace("[]", '["saved by ed #0"]'), "done"]
+    graph = clean_graph(path)
+    assert len(graph.entities) == 1001
+    assert graph.entities["e0"].observations == ["changed while the editor saved"]
+
+
+# ---- files that are not what they seem -------------------------------------------------------------------------
+
+
+def test_a_symlinked_memory_file_stays_a_link_and_its_target_gets_every_write(tmp_path):
+    synced = tmp_path / "Dropbox" / "memory.jsonl"
+    synced.parent.mkdir()
+    link = tmp_path / "memory.jsonl"
+    link.symlink_to(synced)
+    store = GraphStore(link)
+    create(store, "a", "b")  # creates the target through the link
+    store.mutate(lambda g: g.add_observations([("a", ["rewritten"])]))
+    store.mutate(lambda g: g.delete_entities(["b"]))
+    create(store, "c")
+    assert link.is_symlink() and os.readlink(link) == str(synced)
+    assert names(GraphStore(synced)) == ["a", "c"]
+    assert [p for folder in (tmp_path, synced.parent) for p in folder.iterdir() if p.suffix == ".tmp"] == []
+
+
+def test_a_link_swapped_to_another_file_between_calls_is_refused_and_that_file_untouched(tmp_path):
+    bashrc = tmp_path / "home" / ".bashrc"  # the conftest's HOME
+    bashrc.write_text("export PATH=$HOME/bin:$PATH\n")
+    path = tmp_path / "work.jsonl"
+    store = GraphStore(path)
+    create(store, "a")
+    path.unlink()
+    path.symlink_to(bashrc)  # between two calls
+    message = rf"{path} is a symbolic link to {bashrc}, which is not a memory file \(its name does not end in \.jsonl\)"
+    with pytest.raises(NotAMemoryFileError, match=message):
+        create(store, "b")
+    with pytest.raises(NotAMemoryFileError, match=message):
+        names(store)
+    assert bashrc.read_text() == "export PATH=$HOME/bin:$PATH\n"
+
+
+def test_a_project_memory_leading_outside_the_project_or_to_package_json_is_refused(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    package = project / "package.json"
+    package.write_text('{"name": "app"}\n')
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text(OUTSIDE.format("x") + "\n")
+    memory = project / ".ai-memory.jsonl"
+    store = GraphStore(memory, allowed_root=project)
+    for target, problem in ((package, "not a memory file"), (elsewhere, f"outside the project folder {project}")):
+        memory.unlink(missing_ok=True)
+        memory.symlink_to(target)
+        with pytest.raises(NotAMemoryFileError, match=re.escape(problem)):
+            create(store, "b")
+    assert package.read_text() == '{"name": "app"}\n'
+    assert elsewhere.read_text() == OUTSIDE.format("x") + "\n"
+
+
+def test_a_hard_linked_memory_file_is_read_but_never_changed(tmp_path):
+    outside = tmp_path / "outside.jsonl"
+    create(GraphStore(outside), "a")
+    memory = tmp_path / "project" / ".ai-memory.jsonl"
+    memory.parent.mkdir()
+    os.link(outside, memory)
+    before = outside.read_bytes()
+    store = GraphStore(memory)
+    assert names(store) == ["a"]
+    for change in (lambda g: g.create_entities([Entity("b", "t", [])]), lambda g: g.delete_entities(["a"])):
+        with pytest.raises(NotAMemoryFileError, match=r"has 2 hard links .* Nothing was changed"):
+            store.mutate(change)
+    assert outside.read_bytes() == before and memory.read_bytes() == before
+
+
+def test_a_read_only_file_refuses_every_change_and_stays_as_it_was(tmp_path):
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    create(store, "a", "b")
+    path.chmod(0o444)
+    before = path.read_bytes()
+    for change in (
+        lambda g: g.create_entities([Entity("c", "t", [])]),
+        lambda g: g.add_observations([("a", ["x"])]),
+        lambda g: g.delete_entities(["b"]),
+    ):
+        with pytest.raises(ReadOnlyFileError, match=rf"{path} is read-only \(mode 0444\).*chmod u\+w"):
+            store.mutate(change)
+    assert path.read_bytes() == before and stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert names(store) == ["a", "b"]
+
+
+def test_a_named_pipe_is_a_clear_error_not_a_hang(tmp_path):
+    path = tmp_path / "m.jsonl"
+    os.mkfifo(path)
+    store = GraphStore(path, lock_timeout=1)
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            names(store)
+        except BaseException as problem:  # noqa: BLE001 - the outcome is what is checked
+            outcome.append(problem)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(5)
+    try:
+        assert not reader.is_alive(), "reading a named pipe hung"
+    finally:
+        if reader.is_alive():  # unblock the open() it hangs in
+            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    assert isinstance(outcome[0], NotAMemoryFileError)
+    assert f"{path}: it is a named pipe (FIFO), not a regular file" in str(outcome[0])
+
+
+def test_a_link_to_a_device_is_refused_without_reading_it(tmp_path):
+    # In a child process with a memory limit: a store that read /dev/zero would run out of memory, not hang the suite.
+    link = tmp_path / "m.jsonl"
+    link.symlink_to("/dev/zero")
+    script = textwrap.dedent(
+        f"""
+        import resource
+        from pathlib import Path
+        from memory_server.store import GraphStore
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        try:
+            with GraphStore(Path({str(link)!r})).reading():
+                pass
+        except Exception as problem:
+            print(type(problem).__name__, problem)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith(f"NotAMemoryFileError Cannot read memory file {link}: it is a symbolic link to /dev/zero"), done.stdout + done.stderr
+
+
+# ---- the lock file ---------------------------------------------------------------------------------------------
+
+
+def test_a_lock_file_that_is_a_symlink_is_never_followed(tmp_path):
+    bashrc = tmp_path / ".bashrc"
+    bashrc.write_text("alias ll='ls -l'\n")
+    project = tmp_path / "repo"
+    project.mkdir()
+    memory = project / ".ai-memory.jsonl"
+    memory.write_text(OUTSIDE.format("a") + "\n")
+    lock = lock_path_for(memory)
+    lock.symlink_to(os.path.relpath(bashrc, project))  # as a cloned repository could carry it
+    store = GraphStore(memory)
+    assert names(store) == ["a"]  # reading works, and says it went without the lock
+    warning = store.take_warning()
+    assert warning is not None and f"{lock}: it is a symbolic link" in warning
+    with pytest.raises(LockUnavailableError, match=rf"Cannot lock {lock}: it is a symbolic link .*Delete the link"):
+        create(store, "b")
+    assert bashrc.read_text() == "alias ll='ls -l'\n"
+    assert memory.read_text() == OUTSIDE.format("a") + "\n"
+    assert lock.is_symlink()
+
+
+def test_the_required_filelock_refuses_symlinked_lock_files():
+    # CVE-2025-68146: filelock before 3.20.1 followed a lock file that is a symlink and truncated its target.
+    fixed = (3, 20, 1)
+    requirement = next(d for d in tomllib.loads(PYPROJECT.read_text())["project"]["dependencies"] if "filelock" in d)
+    minimum = re.search(r">=\s*([\d.]+)", requirement)
+    assert minimum is not None, requirement
+    assert tuple(int(part) for part in minimum.group(1).split(".")) >= fixed
+    assert tuple(int(part) for part in filelock.__version__.split(".")[:3]) >= fixed
+
+
+PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
