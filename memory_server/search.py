@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
+from memory_server.answers import Shape, asked_shape, has_shape
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, related_terms, tokenize, words
@@ -57,6 +58,9 @@ ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its
 ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
 # through its role for the user ("my husband")
 IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
+ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to documents of the shape of answer a question
+# asks for ("when": a date; see memory_server.answers)
+ANSWER_CANDIDATES = 100  # supported documents looked at for that shape, best first
 RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 
@@ -193,16 +197,37 @@ class GraphIndex:
         np.maximum.at(best, self.owner[evidenced], (scores[evidenced] - usual) / spread)
         scores[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
         user = self.user if is_first_person(query) else None
-        if user is None:
-            return kept
-        reached, identity = role_documents(self, user, query, embedder)
         top = spread * max((float(scores.max()) - usual) / spread, 1.0)
-        scores[reached] = np.maximum(scores[reached], usual)
-        newly = reached[~supported[reached] | (scores[reached] <= usual)]
-        scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
-        scores[reached] += ROLE_SHARE * top
-        scores[identity] += IDENTITY_SHARE * top
-        return np.union1d(kept, reached)
+        focus = kept[:0]
+        if user is not None:
+            reached, identity = role_documents(self, user, query, embedder)
+            scores[reached] = np.maximum(scores[reached], usual)
+            newly = reached[~supported[reached] | (scores[reached] <= usual)]
+            scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
+            scores[reached] += ROLE_SHARE * top
+            scores[identity] += IDENTITY_SHARE * top
+            kept = np.union1d(kept, reached)
+            focus = reached if len(reached) else user.own
+        shape = asked_shape(query)
+        if shape is not None:
+            kept = self._shaped(shape, scores, kept, focus, usual, ANSWER_SHARE * top)
+        return kept
+
+    def _shaped(
+        self, shape: Shape, scores: np.ndarray, kept: np.ndarray, focus: np.ndarray, usual: float, gain: float
+    ) -> np.ndarray:
+        """Raise by `gain` the documents that hold an answer of the shape the question asks for (memory_server.
+        answers) among the best ANSWER_CANDIDATES supported ones and the `focus` (the documents of the entity a
+        first-person question is about: the user's, or those it names by role), which then count as supported:
+        "how old is my son" is answered by "b. 12 Feb 2017". Returns the supported documents."""
+        best = kept[np.argsort(-scores[kept])[:ANSWER_CANDIDATES]] if len(kept) > ANSWER_CANDIDATES else kept
+        looked = np.union1d(best, focus)
+        fitting = np.asarray(
+            [d for d in looked if self.observations[d] is not None and has_shape(self.observations[d], shape)],
+            dtype=np.int64,
+        )
+        scores[fitting] = np.maximum(scores[fitting], usual) + gain
+        return np.union1d(kept, fitting)
 
     @property
     def user(self) -> User | None:

@@ -35,13 +35,15 @@ ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this
 _ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
 IDENTITY_RELATIONS = frozenset({"is", "same as", "is same as", "also known as", "aka", "alias of", "identical to"})
-# What the other end of "X of" is when the user is the X: the user is "child of" Brid, so Brid is the user's parent.
-# A relation type read from the user's side names the user's role; a question names the other's ("my mum").
+# What the other end of a relation is to the user when the relation is said from the user's side: the user is
+# "child of" Brid, so Brid is the user's parent; the user "reports to" Deirdre, so Deirdre is the user's manager.
+# A question names the other's role ("my mum", "my boss"), the memory often the user's.
 CONVERSE = {
     "child": "parent", "son": "parent", "daughter": "parent", "parent": "child", "mother": "child",
     "father": "child", "grandchild": "grandparent", "grandparent": "grandchild", "patient": "doctor",
     "student": "teacher", "pupil": "teacher", "teacher": "student", "employee": "employer", "client": "provider",
-    "mentee": "mentor", "mentor": "mentee", "owner": "possession", "tenant": "landlord", "landlord": "tenant",
+    "mentee": "mentor", "mentor": "mentee", "tenant": "landlord", "landlord": "tenant",
+    "reports to": "manager", "managed by": "manager", "works for": "employer", "mentored by": "mentor",
 }  # fmt: skip
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
 
@@ -130,7 +132,13 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     fit = embedder.encode(asked) @ embedder.encode(roles).T  # word x role
     column = {role: n for n, role in enumerate(roles)}
     fits = {number: fit[:, [column[r] for r in found]].max(axis=1) for number, found in by_role.items()}
-    choosing = [asked.index(w) for w in owned] or list(range(len(asked)))
+    # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
+    # in a question without one, by any of its words ("who do I report to").
+    choosing = list(range(len(asked)))
+    for word in owned:
+        if max(float(f[asked.index(word)]) for f in fits.values()) >= ROLE_MATCH:
+            choosing = [asked.index(word)]
+            break
     bar = max(ROLE_MATCH, max(float(f[choosing].max()) for f in fits.values()) - ROLE_MARGIN)
     chosen = [number for number, f in fits.items() if f[choosing].max() >= bar]
     if not chosen:
@@ -190,7 +198,11 @@ def _role_of_other(kind: str, user_is_source: bool) -> str:
     when the user is the X (the user "child of" Brid: Brid is the user's "parent")."""
     said = _relation_words(kind)
     parts = said.split()
-    if user_is_source and len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
+    if not user_is_source:
+        return said
+    if said in CONVERSE:
+        return CONVERSE[said]
+    if len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
         return CONVERSE[parts[-2]]
     return said
 
