@@ -6,7 +6,8 @@ of the answer: a wh-word asks for a date, a time, a place or a number, and a not
 the shape is read here; which notes are weighed by it is the ranker's business (memory_server.search).
 
 Month and weekday names come from the standard library's `calendar` (English names and abbreviations), so
-"3 Aug", "Tue 5pm" and "since 2019" are dates without a hand-kept list.
+"3 Aug", "Tue 5pm" and "since 2019" are dates without a hand-kept list; they count capitalised only ("May 2026",
+not "I may go").
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if na
 _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2}\s*(?:am|pm)?|\s*(?:am|pm))\b|\b\d{1,2}h\d{0,2}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
 _DIGIT = re.compile(r"\d")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 
 
@@ -57,7 +59,7 @@ def has_shape(note: str, shape: Shape) -> bool:
         return bool(_DIGIT.search(note))
     if shape is Shape.PLACE:
         return bool(_NAME.search(note.strip()))
-    said = set(words(note))
+    said = {word.lower() for word in _CAPITALISED.findall(note)}
     when_in_week = bool(_CLOCK.search(note)) or not said.isdisjoint(_DAYS)
     if shape is Shape.TIME:
         return when_in_week

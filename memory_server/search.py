@@ -58,9 +58,8 @@ ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its
 ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
 # through its role for the user ("my husband")
 IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
-ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to documents of the shape of answer a question
-# asks for ("when": a date; see memory_server.answers)
-ANSWER_CANDIDATES = 100  # supported documents looked at for that shape, best first
+ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documents of the entity a first-person
+# question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
 RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 
@@ -208,7 +207,7 @@ class GraphIndex:
             scores[identity] += IDENTITY_SHARE * top
             kept = np.union1d(kept, reached)
             focus = reached if len(reached) else user.own
-        shape = asked_shape(query)
+        shape = asked_shape(query) if len(focus) else None
         if shape is not None:
             kept = self._shaped(shape, scores, kept, focus, usual, ANSWER_SHARE * top)
         return kept
@@ -216,14 +215,13 @@ class GraphIndex:
     def _shaped(
         self, shape: Shape, scores: np.ndarray, kept: np.ndarray, focus: np.ndarray, usual: float, gain: float
     ) -> np.ndarray:
-        """Raise by `gain` the documents that hold an answer of the shape the question asks for (memory_server.
-        answers) among the best ANSWER_CANDIDATES supported ones and the `focus` (the documents of the entity a
-        first-person question is about: the user's, or those it names by role), which then count as supported:
-        "how old is my son" is answered by "b. 12 Feb 2017". Returns the supported documents."""
-        best = kept[np.argsort(-scores[kept])[:ANSWER_CANDIDATES]] if len(kept) > ANSWER_CANDIDATES else kept
-        looked = np.union1d(best, focus)
+        """Raise by `gain` the documents of the `focus` (those of the entity a first-person question is about: the
+        user's, or the ones it names by role) that hold an answer of the shape the question asks for (memory_server.
+        answers); they then count as supported: "how old is my son" is answered by "b. 12 Feb 2017". Only the
+        focus: across a whole memory, dates and names are everywhere (LoCoMo's "when" questions lose by it).
+        Returns the supported documents."""
         fitting = np.asarray(
-            [d for d in looked if self.observations[d] is not None and has_shape(self.observations[d], shape)],
+            [d for d in focus if self.observations[d] is not None and has_shape(self.observations[d], shape)],
             dtype=np.int64,
         )
         scores[fitting] = np.maximum(scores[fitting], usual) + gain

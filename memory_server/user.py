@@ -188,6 +188,14 @@ def _names(entity: Entity) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(n for n in dict.fromkeys(names) if len(n) > 2 and n not in FIRST_PERSON), tuple(full)
 
 
+def _names_the_user(kind: str) -> bool:
+    """Whether a relation type from the user to another names what the user is ("child of", "patient of"): it
+    then says nothing of the other a question without "my ..." could ask ("where was I born" is not about the
+    user's parents)."""
+    parts = _relation_words(kind).split()
+    return len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE
+
+
 def _relation_words(kind: str) -> str:
     """A relation type as words: "works_at", "worksAt" and "works at" are all "works at"."""
     return " ".join(_WORD_BREAK.sub(" ", kind).lower().split())
@@ -220,7 +228,8 @@ def _roles(
     for source, kind, target in index.links:
         other = target if source in me else source if target in me else None
         if other is not None and other in numbers and other not in me:
-            roles.setdefault(numbers[other], set()).add(_role_of_other(kind, converse and source in me))
+            if converse or source not in me or not _names_the_user(kind):
+                roles.setdefault(numbers[other], set()).add(_role_of_other(kind, converse and source in me))
     types: dict[str, int] = {}
     for entity in index.entities:
         types[entity.entity_type.strip().lower()] = types.get(entity.entity_type.strip().lower(), 0) + 1
