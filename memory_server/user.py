@@ -159,8 +159,8 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
 
 def possessed(query: str) -> list[str]:
     """The words a question says are the user's: up to two words after "my" or "our", to the next stop word or
-    possessive ("where does my mother live": mother; "who is my son's teacher": son; "my best friend": best,
-    friend). They name the entity asked about by its role, where the question's other words say what is asked."""
+    possessive ("where does my mother live": mother, live; "who is my son's teacher": son). The first of them that
+    fits a role names the entity asked about; the question's other words say what is asked of it."""
     said = words(query)
     found: list[str] = []
     for n, word in enumerate(said):
