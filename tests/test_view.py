@@ -170,6 +170,43 @@ def test_small_graph_draws_every_node_and_edge_and_shows_observations_on_click(b
     page.context.close()
 
 
+PLACEHOLDERS = ["{{title}}", "{{heading}}", "{{style}}", "{{data}}", "{{library}}", "{{app}}"]
+
+
+def test_text_that_looks_like_a_placeholder_or_ends_a_script_stays_text(browser, tmp_path):
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("Web app", "project", [f"index.html uses Handlebars: {p} is filled in" for p in PLACEHOLDERS]),
+            Entity("{{app}}", "{{library}}", ["</script><script>window.pwned = 1</script>", "</SCRIPT >{{data}}"]),
+            Entity("Other", "{{style}}", ["<img src=x onerror='window.pwned = 2'>"]),
+        ]
+    )
+    graph.create_relations([Relation("Web app", "{{app}}", "{{heading}}"), Relation("{{app}}", "Other", "</script>")])
+    folder = tmp_path / "{{app}}"  # the memory's path is on the page too
+    folder.mkdir()
+    path = tmp_path / "memory.html"
+    path.write_text(render_page(graph, "work", folder / "m.jsonl"), encoding="utf-8")
+    page, problems = open_page(browser, path)
+    assert page.evaluate("typeof window.memoryView") == "object", problems  # our script ran
+    state = settle(page)
+    assert (state["entities"], state["relations"], state["shownEntities"], state["shownRelations"]) == (3, 2, 3, 2)
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("h1").inner_text() == f"Memory: work {folder / 'm.jsonl'}"
+
+    position = page.evaluate("window.memoryView.screenPosition('{{app}}')")
+    page.mouse.click(position["x"], position["y"])
+    details = page.locator("#details")
+    details.wait_for(state="visible")
+    assert details.locator("h3").inner_text() == "{{app}}"
+    assert details.locator("ul.observations li").all_inner_texts() == [
+        "</script><script>window.pwned = 1</script>",
+        "</SCRIPT >{{data}}",
+    ]
+    assert problems == []
+    page.context.close()
+
+
 def test_light_and_dark_themes_follow_the_system_and_the_toggle(browser, tmp_path):
     path = tmp_path / "memory.html"
     path.write_text(render_page(small_graph(), "work", tmp_path / "m.jsonl"), encoding="utf-8")
