@@ -21,7 +21,7 @@ EVERY_CONTEXT = "*"
 SKIPPED_LISTED = 5  # contexts left out, each with its reason
 SEARCHED_LISTED = 10  # contexts searched, in the header and in `searched`
 STORE_WARNINGS = 3  # warnings about the files searched
-REASON_LIMIT = 160  # characters of the reason a context was left out
+REASON_LIMIT = 300  # characters of the reason a context was left out (its path may be long)
 
 
 @dataclass(frozen=True)
