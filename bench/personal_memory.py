@@ -1,28 +1,32 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-The memory is Hannah Brandt's, written in the third person as an assistant would have stored it, in three contexts
-(personal, work, and the "gridcast" project) among a few hundred distractor entities; the questions are asked as a
-user would ("where do I live", "who is my boss", "how do I run the tests"), each with the observations that answer
-it, or none. Two setups:
+Two personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
+"who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
+- `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
+- `tom` (held out): Tom Wójcik's, in terse notes about "default_user" (and "Tom Wójcik" at work), some facts only
+  in relations. Written before the ranker changes it measures; run it to report, never to tune.
+Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
-For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the answerable questions, and, for the
-questions the memory cannot answer, how many matches came back on average and how many came back empty.
+For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the answerable questions, how many matches
+came back, and, for the questions the memory cannot answer, how many came back on average and how many came back
+empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
-The questions are split in two: tune on `dev`; look at `test` only to report.
-
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--split dev|test|all] [--misses] [--mode hybrid]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|tom] [--misses] [--mode hybrid]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory_server import search
+from memory_server import present
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.search import Searcher, Target
@@ -30,6 +34,7 @@ from memory_server.server import PROJECT_BOOST
 from memory_server.store import GraphStore
 
 DATA = Path(__file__).resolve().parent / "personal_memory"
+ANY = "*"  # an answer "Entity :: *": any hit of the entity (a fact held in its relations, shown with it)
 CONTEXTS = ("personal", "work", "project")  # the last is the project the search is run from
 LIMIT = 10
 
@@ -38,7 +43,7 @@ LIMIT = 10
 class Question:
     split: str
     text: str
-    answers: set[tuple[str, str]]  # (entity name, observation)
+    answers: set[tuple[str, str]]  # (entity name, observation or ANY)
 
 
 def read_memory(path: Path) -> tuple[list[Entity], list[Relation]]:
@@ -59,25 +64,46 @@ def read_memory(path: Path) -> tuple[list[Entity], list[Relation]]:
     return entities, relations
 
 
-def read_questions(memories: dict[str, tuple[list[Entity], list[Relation]]]) -> list[Question]:
+def read_questions(folder: Path, memories: dict[str, tuple[list[Entity], list[Relation]]]) -> list[Question]:
     observations = {}
     for entities, _ in memories.values():
         for entity in entities:
             observations.setdefault(entity.name, []).extend(entity.observations)
     questions = []
-    for line in (DATA / "questions.txt").read_text(encoding="utf-8").splitlines():
+    for line in (folder / "questions.txt").read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         split, text, answers = (part.strip() for part in line.split("|", 2))
         found: set[tuple[str, str]] = set()
         for answer in answers.split(";;") if answers != "-" else []:
             name, _, words = (part.strip() for part in answer.partition("::"))
+            if words == ANY:
+                if name not in observations:
+                    raise ValueError(f"answer {answer!r} of {text!r} names no entity of the memory")
+                found.add((name, ANY))
+                continue
             matching = [o for o in observations.get(name, []) if words in o]
             if len(matching) != 1:
                 raise ValueError(f"answer {answer!r} of {text!r} matches {len(matching)} observations, not one")
             found.add((name, matching[0]))
         questions.append(Question(split, text, found))
     return questions
+
+
+def rename(memories, questions: list[Question], old: str, new: str) -> None:
+    """Call the entity `old` `new` everywhere (its relations, the answers), keeping its old name as an observation:
+    the memory an assistant writes when it follows the official prompt ("default_user", "Name: ...")."""
+    for entities, relations in memories.values():
+        for entity in entities:
+            if entity.name == old:
+                entity.name = new
+                entity.observations.insert(0, f"Name: {old}")
+        relations[:] = [
+            Relation(new if r.source == old else r.source, new if r.target == old else r.target, r.relation_type)
+            for r in relations
+        ]
+    for question in questions:
+        question.answers = {(new if name == old else name, said) for name, said in question.answers}
 
 
 def write_store(folder: Path, name: str, entities: list[Entity], relations: list[Relation]) -> GraphStore:
@@ -107,16 +133,22 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
     first_ranks: list[int | None] = []
     empty_returned: list[int] = []
     returned: list[int] = []
+    characters: list[int] = []
     for question in questions:
         outcome = searcher.search(targets, question.text, mode, LIMIT, None)
         found = [(h.hit.entity.name, h.hit.observation) for h in outcome.hits]
+        structured, text = present.search_result(outcome)
+        characters.append(max(len(text), len(json.dumps(structured, ensure_ascii=False))))
         if not question.answers:
             empty_returned.append(len(found))
             if misses and found:
                 print(f"  [no answer] {question.text!r} returned {len(found)}: {found[0]}")
             continue
         returned.append(len(found))
-        rank = next((n for n, hit in enumerate(found, start=1) if hit in question.answers), None)
+        rank = next(
+            (n for n, hit in enumerate(found, start=1) if hit in question.answers or (hit[0], ANY) in question.answers),
+            None,
+        )
         first_ranks.append(rank)
         if misses and (rank is None or rank > 3):
             shown = "; ".join(f"{name}: {text}" for name, text in found[:3])
@@ -127,6 +159,7 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
         "hit@3": statistics.fmean(r is not None and r <= 3 for r in first_ranks),
         "MRR": statistics.fmean(1 / r if r else 0.0 for r in first_ranks),
         "returned": statistics.fmean(returned),
+        "characters": statistics.fmean(characters),
         "none n": len(empty_returned),
         "none returned": statistics.fmean(empty_returned) if empty_returned else 0.0,
         "none empty": sum(n == 0 for n in empty_returned),
@@ -134,40 +167,49 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
 
 
 def override(settings: list[str]) -> None:
-    """Set constants of memory_server.search (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
+    """Set constants of the ranking modules (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
+    modules = [importlib.import_module(f"memory_server.{name}") for name in ("search", "lexical", "user") if settings]
     for setting in settings:
         name, _, value = setting.partition("=")
-        if not hasattr(search, name):
-            raise SystemExit(f"memory_server.search has no constant {name}")
-        setattr(search, name, type(getattr(search, name))(value))
-        print(f"set {name} = {getattr(search, name)}")
+        module = next((m for m in modules if hasattr(m, name)), None)
+        if module is None:
+            raise SystemExit(f"no constant {name} in memory_server.search, .lexical or .user")
+        setattr(module, name, type(getattr(module, name))(value))
+        print(f"set {module.__name__}.{name} = {getattr(module, name)}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    parser.add_argument("--persona", choices=("hannah", "tom"), default="hannah", help="tom is the held-out set")
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
     parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
+    parser.add_argument("--rename", metavar="OLD=NEW", help="rename an entity, e.g. the user to default_user")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
     override(options.set)
-    memories = {name: read_memory(DATA / f"{name}.txt") for name in CONTEXTS}
-    questions = [q for q in read_questions(memories) if options.split in ("all", q.split)]
+    folder = DATA / options.persona
+    memories = {name: read_memory(folder / f"{name}.txt") for name in CONTEXTS}
+    questions = read_questions(folder, memories)
+    if options.rename:
+        rename(memories, questions, *options.rename.split("="))
     slot = EmbedderSlot(options.model)
     searcher = Searcher(slot)
-    print(f"model: {slot.get()[0] and slot.get()[0].name}; split: {options.split}; mode: {options.mode}")
-    print("| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty |")
-    print("|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as folder:
-        for setup, targets in setups(Path(folder), memories, options.boost).items():
+    print(f"model: {slot.get()[0] and slot.get()[0].name}; persona: {options.persona}; mode: {options.mode}")
+    print(
+        "| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty "
+        "| characters per result |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as scratch:
+        for setup, targets in setups(Path(scratch), memories, options.boost).items():
             if options.misses:
                 print(f"{setup}:")
             m = evaluate(searcher, targets, questions, options.mode, options.misses)
             print(
                 f"| {setup} | {m['n']} | {m['hit@1']:.3f} | {m['hit@3']:.3f} | {m['MRR']:.3f} | {m['returned']:.1f} "
-                f"| {m['none returned']:.1f}, {m['none empty']}/{m['none n']} |"
+                f"| {m['none returned']:.1f}, {m['none empty']}/{m['none n']} | {m['characters']:.0f} |"
             )
 
 

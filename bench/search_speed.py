@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from memory_server.embeddings import load_embedder
-from memory_server.graph import Entity, KnowledgeGraph
+from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.search import GraphIndex, KeywordIndex
 
 SUBJECTS = "Ann Bob Carla Dev Emma Farid Gita Hugo Ines Jonas Kemal Lena Mateo Nia Omar Priya".split()
@@ -41,6 +41,8 @@ QUERIES = [
     "fixing things in the house",
     "work presentations and reports",
     "when was the concert",
+    "where do I live",  # first-person questions: the user's entity, the roles of the others
+    "what does my sister do",
 ]
 
 
@@ -55,7 +57,11 @@ def synthetic_graph(observations: int, seed: int = 7) -> KnowledgeGraph:
             for _ in range(5)
         ]
         entities.append(Entity(f"entity-{number}", str(rng.choice(["person", "project", "event", "place"])), facts))
-    graph.create_entities(entities)
+    user = Entity("default_user", "person", ["Name: Priya", "Lives in Leeds", "Works as a nurse"])
+    graph.create_entities([user, *entities])
+    graph.create_relations(
+        Relation("default_user", f"entity-{n}", kind) for n, kind in ((0, "sibling"), (1, "works at"), (2, "knows"))
+    )
     return graph
 
 

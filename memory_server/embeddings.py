@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import filelock
 import numpy as np
@@ -38,6 +39,8 @@ class Embedder:
         self.dim = int(model.dim)  # type: ignore[attr-defined]
         self._memo: dict[bytes, np.ndarray] = {}
         self._vocabulary: frozenset[str] | None = None
+        self._words: _WordVectors | None | Literal[False] = None  # False: the model has no whole words
+        self._related: dict[str, tuple[tuple[str, float], ...]] = {}
         self._lock = threading.Lock()
         self._cache_file = cache_dir / f"{_fingerprint(model, name)}.npz" if cache_dir else None
         self._unsaved = 0
@@ -70,6 +73,21 @@ class Embedder:
             vocabulary = tokenizer.get_vocab() if tokenizer is not None else None
             self._vocabulary = frozenset(w.lower() for w in vocabulary) if vocabulary else frozenset()
         return not self._vocabulary or word in self._vocabulary
+
+    def related_words(self, word: str, count: int = 40, floor: float = 0.3) -> tuple[tuple[str, float], ...]:
+        """The whole words of the model's vocabulary nearest to `word` (lower-case), with their similarity, best first:
+        at most `count`, each at least `floor`. Similarity is the cosine of the two words' token vectors once their
+        common direction is removed (without that, every pair of words looks alike to a static model). Empty for a
+        word the model only pieces together from fragments."""
+        if word not in self._related:
+            if self._words is None:
+                self._words = _WordVectors.of(self._model) or False
+            found = self._words.nearest(word, count, floor) if self._words else ()
+            with self._lock:
+                if len(self._related) >= _RELATED_MEMO:
+                    self._related.clear()
+                self._related[word] = found
+        return self._related[word]
 
     def save_soon(self, delay: float = 5.0) -> None:
         """Save new vectors a little later, so a burst of changes costs one write of the cache."""
@@ -139,6 +157,69 @@ class Embedder:
             return
         vectors = vectors.astype(np.float32)
         self._memo.update(zip((bytes(k).ljust(16, b"\0") for k in keys), vectors))
+
+
+_RELATED_MEMO = 10_000  # words whose neighbours are remembered
+
+
+@dataclass(frozen=True)
+class _WordVectors:
+    """The model's whole-word tokens (letters only, three or more) and what finding their neighbours takes: the
+    token vectors' mean (the direction every word shares) and the centred vectors projected on their main
+    directions, which shortlist a word's likely neighbours in a fraction of the time a full product takes; the
+    exact similarity of the centred, normalised token vectors then orders the shortlist."""
+
+    words: tuple[str, ...]
+    numbers: dict[str, int]
+    tokens: np.ndarray  # row of each word in the model's embedding
+    embedding: np.ndarray  # the model's own matrix (not copied)
+    mean: np.ndarray
+    basis: np.ndarray  # PROJECTED main directions of the centred word vectors
+    projected: np.ndarray  # the normalised centred word vectors on those directions
+
+    PROJECTED = 96  # with a shortlist of 128: 97% of the exact 40 nearest words (at 0.35 or more) are found
+    SHORTLIST = 128
+
+    @classmethod
+    def of(cls, model: object) -> _WordVectors | None:
+        tokenizer = getattr(model, "tokenizer", None)
+        vocabulary = tokenizer.get_vocab() if tokenizer is not None else {}
+        embedding = np.asarray(getattr(model, "embedding", np.zeros((0, 0))))
+        pairs = sorted(
+            (token, number)
+            for token, number in vocabulary.items()
+            if len(token) > 2 and token.isalpha() and token.islower() and number < len(embedding)
+        )
+        if len(pairs) <= cls.SHORTLIST or embedding.ndim != 2 or embedding.shape[1] < cls.PROJECTED:
+            return None
+        tokens = np.asarray([number for _, number in pairs])
+        vectors = embedding[tokens].astype(np.float32)
+        mean = vectors.mean(axis=0)
+        vectors = _normalised(vectors - mean)
+        basis = np.linalg.svd(vectors[:: max(1, len(vectors) // 4096)], full_matrices=False)[2][: cls.PROJECTED]
+        basis = np.ascontiguousarray(basis, dtype=np.float32)
+        words = tuple(token for token, _ in pairs)
+        return cls(words, {w: n for n, w in enumerate(words)}, tokens, embedding, mean, basis, vectors @ basis.T)
+
+    def nearest(self, word: str, count: int, floor: float) -> tuple[tuple[str, float], ...]:
+        number = self.numbers.get(word)
+        if number is None:
+            return ()
+        vector = self._exact(np.asarray([number]))[0]
+        rough = self.projected @ (self.basis @ vector)
+        rough[number] = -np.inf
+        shortlist = np.argpartition(-rough, self.SHORTLIST)[: self.SHORTLIST]
+        similarity = self._exact(shortlist) @ vector
+        order = np.argsort(-similarity)[:count]
+        return tuple((self.words[shortlist[i]], float(similarity[i])) for i in order if similarity[i] >= floor)
+
+    def _exact(self, numbers: np.ndarray) -> np.ndarray:
+        return _normalised(self.embedding[self.tokens[numbers]].astype(np.float32) - self.mean)
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import Stemmer
@@ -46,6 +46,33 @@ def is_first_person(text: str) -> bool:
     return not FIRST_PERSON.isdisjoint(words(text))
 
 
+RELATED_WEIGHT = 0.5  # share of a term's BM25 weight that a related word earns (see related_terms)
+RELATED_FLOOR = 0.4  # similarity (of centred token vectors) a word needs to stand for a word of the query
+RELATED_COUNT = 3  # at most this many related words per word of the query
+
+
+def related_terms(
+    query: str, neighbours: Callable[[str], Sequence[tuple[str, float]]], vocabulary: Mapping[str, int]
+) -> dict[str, list[tuple[str, float]]]:
+    """For each word of the query, the terms of this memory that stand for it, from `neighbours` (a word's nearest
+    words in the embedding model's vocabulary, best first, with their similarity): at most RELATED_COUNT of them,
+    each at least RELATED_FLOOR alike, weighted RELATED_WEIGHT times their similarity. So "boss" also finds
+    "supervisor" and "husband" finds "married", when the memory uses those words; see LexicalIndex.matches."""
+    found: dict[str, list[tuple[str, float]]] = {}
+    for word in set(words(query)) - STOPWORDS:
+        own = _stem(word)
+        chosen: dict[str, float] = {}
+        for other, similarity in neighbours(word):
+            if similarity < RELATED_FLOOR or len(chosen) >= RELATED_COUNT:
+                break
+            candidate = _stem(other)
+            if candidate != own and candidate in vocabulary and candidate not in chosen:
+                chosen[candidate] = RELATED_WEIGHT * similarity
+        if chosen:
+            found[own] = list(chosen.items())
+    return found
+
+
 @functools.lru_cache(maxsize=200_000)  # words repeat: indexing a large graph stems each distinct word once
 def _stem(word: str) -> str:
     return _STEMMER.stemWord(word)
@@ -80,13 +107,55 @@ class LexicalIndex:
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 per document, divided by the best score the query could reach, so 1.0 means every word matched."""
+        return self.matches(query, {})[0]
+
+    def matches(
+        self, query: str, alternatives: Mapping[str, Sequence[tuple[str, float]]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """BM25 per document counting `alternatives`, and without them, each divided by the best score the query
+        could reach (1.0: every word matched).
+
+        `alternatives` maps a term of the query to other terms that may stand for it, each with a weight below 1
+        ("boss" -> "supervisor" 0.25): a document holding one of them earns that share of what it would earn with
+        the term itself (the best of them, not their sum). A term the memory lacks still counts in the best
+        reachable score when an alternative of it is present, as its rarest possible self, so a match through an
+        alternative never looks like a full match."""
         total = np.zeros(self.size, dtype=np.float32)
+        exact = total
         best = 0.0
         for term in set(tokenize(query)):
             index = self.vocabulary.get(term)
-            if index is None:
+            others = [
+                (self.vocabulary[other], weight)
+                for other, weight in alternatives.get(term, ())
+                if other in self.vocabulary and other != term
+            ]
+            if others and exact is total:
+                exact = total.copy()
+            if index is not None:
+                best += float(self.idf[index]) * (_K1 + 1)
+                start, end = self.starts[index], self.starts[index + 1]
+                gain = self.idf[index] * self.weight[start:end]
+                if exact is not total:
+                    exact[self.doc_of[start:end]] += gain
+                if not others:
+                    total[self.doc_of[start:end]] += gain
+                    continue
+            elif not others:
                 continue
-            start, end = self.starts[index], self.starts[index + 1]
-            total[self.doc_of[start:end]] += self.idf[index] * self.weight[start:end]
-            best += float(self.idf[index]) * (_K1 + 1)
-        return total / best if best > 0 else total
+            else:
+                best += float(np.log1p((self.size + 0.5) / 0.5)) * (_K1 + 1)
+            group = ([(index, 1.0)] if index is not None else []) + others
+            spans = [(self.starts[i], self.starts[i + 1]) for i, _ in group]
+            docs = np.concatenate([self.doc_of[a:b] for a, b in spans])
+            gains = np.concatenate([self.idf[i] * w * self.weight[a:b] for (i, w), (a, b) in zip(group, spans)])
+            order = np.lexsort((-gains, docs))  # per document, its best gain first
+            docs, gains = docs[order], gains[order]
+            first = np.ones(len(docs), dtype=bool)
+            first[1:] = docs[1:] != docs[:-1]
+            total[docs[first]] += gains[first]
+        if best > 0:
+            total /= best
+            if exact is not total:
+                exact /= best
+        return total, exact

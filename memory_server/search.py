@@ -6,12 +6,17 @@ name in front, which the embedding needs to know who an observation is about). V
 dot product is the cosine; scores are in [0, 1] whatever the mode, so they compare across contexts.
 
 How a query is ranked (each step measured on bench/personal_memory.py and bench/locomo.py):
-- relevance: the cosine blended with BM25 (Snowball-stemmed terms);
-- a first-person question ("where do I live", "my boss") prefers the user's own observations, then those of the
-  entities related to the user or naming them: memories are written about the user in the third person. The
-  preference grows a score by a share of itself, so it reorders relevant hits and lifts no unrelated one;
-- one cut-off for all the contexts searched: matches under an absolute floor, or under a share of the best match
-  anywhere, are left out, so a question the memory cannot answer returns nothing;
+- relevance: the cosine blended with BM25 (Snowball-stemmed terms, and at a share of their weight the memory's
+  words that the model's vocabulary puts nearest to the query's: lexical.related_terms);
+- evidence: a document counts when it shares a word with the query, or a related word and a cosine above the
+  query's usual one, or a cosine that stands out on its own (a static model finds "something" for any text);
+- each document then gains a share of its entity's best standing, so the facts of the entity a question is about
+  rise together;
+- a first-person question ("where do I live", "who is my boss") prefers the user's own observations, and raises
+  the facts of the entity whose role for the user fits the question (memory_server.user): memories are written
+  about the user in the third person;
+- one cut-off for all the contexts searched: matches under a share of the best match anywhere are left out, so a
+  question the memory cannot answer returns nothing;
 - the current project's preference multiplies the scores of relevant hits only, so it settles near ties and never
   brings back a hit the cut-off left out.
 """
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +34,9 @@ import numpy as np
 
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, tokenize, words
+from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, related_terms, tokenize, words
 from memory_server.store import GraphStore
+from memory_server.user import User, role_documents, user_of
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
@@ -41,18 +46,19 @@ IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
 USER_PRIOR = 0.1  # share added to the scores of the user's own observations for a first-person question
-NEAR_USER_PRIOR = 0.05  # share added to those of the entities related to the user, or naming them
 SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _stands_out)
 SEMANTIC_ALONE_SD = 1.5  # and at least this many standard deviations above the query's mean cosine
 SEMANTIC_MARGIN = 1.0  # taken from sqrt(2 ln n), the z-score the best of n unrelated documents reaches
 STANDS_OUT_FROM = 30  # documents a memory needs for that test; below, a cosine of SMALL_MEMORY_COSINE suffices
 SMALL_MEMORY_COSINE = 0.7
-RELATIVE_FLOOR = 0.45  # a match standing under this share of the best one's standing (in any context) is left out
+RELATED_SD = 1.5  # a document sharing only a related word (lexical.related_terms) with the query counts when its
+# cosine is this many standard deviations above the query's mean cosine
+ENTITY_POOL = 0.3  # share of the standing of an entity's best document that its other documents gain
+ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents of the entity a question asks about
+# through its role for the user ("my husband")
+IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
+RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
-USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
-USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
-PERSON_TYPES = ("person", "human", "individual", "user", "people")
-USER_LEAD = 1.5  # how far ahead of the next person the user's entity must be
 
 
 @dataclass(frozen=True)
@@ -90,9 +96,10 @@ class GraphIndex:
         self.lexical = LexicalIndex([tokenize(text) for text in texts])
         self.vectors: np.ndarray | None = None
         self.vectors_of: str | None = None
-        self._links = [(r.source, r.target) for r in graph.relations.values()]
-        self._user: int | None = -1  # -1: not looked for yet
-        self._near_user: tuple[np.ndarray, np.ndarray] | None = None
+        self.links = [(r.source, r.relation_type, r.target) for r in graph.relations.values()]
+        # Read from the entities, documents and links when a first-person question needs it; an index updated in
+        # place must set it back to False.
+        self._user: User | None | Literal[False] = False
 
     def embed(self, embedder: Embedder) -> np.ndarray:
         if self.vectors is None or self.vectors_of != embedder.name:
@@ -109,16 +116,11 @@ class GraphIndex:
         name contains the whole query come first."""
         if mode not in ("hybrid", "semantic"):
             raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
-        first_person = is_first_person(query) and self.user is not None
         relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
-        # What the cut-off compares: how far a score stands above this query's usual score in this memory (raw
-        # scores all sit near the static model's baseline cosine, so a share of the best one would keep them all).
-        standing = np.maximum((relevance - usual) / (spread or 1.0), 0.0) * (relevance > 0)
-        if first_person:
-            own, near = self.near_user()
-            order[own] *= 1 + USER_PRIOR
-            order[near] *= 1 + NEAR_USER_PRIOR
+        user = self.user if is_first_person(query) else None
+        if user is not None:
+            order[user.own] *= 1 + USER_PRIOR
         # A name document is a hit only when the name or type really holds a word of the query, and the entity
         # says nothing more (its observations carry its name and rank on their own).
         order[self.name_doc] = np.where(lexical[self.name_doc] > 0, relevance[self.name_doc], 0.0)
@@ -126,64 +128,93 @@ class GraphIndex:
         contains, equals = self._name_matches(query)
         order[contains] = 1.0 + NAME_MATCH_RANK
         order[equals] = 1.0 + 2 * NAME_MATCH_RANK
-        standing[contains] = NAME_MATCH_RANK
-        return [
-            Hit(
-                self.entities[self.owner[d]],
-                self.observations[d],
-                min(float(order[d]), 1.0),
-                float(order[d]),
-                float(standing[d]),
-            )
-            for d in _top(order, limit)
-            if order[d] > 0
-        ]
+        named = set(contains.tolist())
+        hits = []
+        for d in _top(order, limit):
+            if order[d] <= 0:
+                continue
+            # What the cut-off compares: how far the score stands above this query's usual score in this memory
+            # (raw scores all sit near the static model's baseline cosine: a share of the best would keep them all).
+            standing = NAME_MATCH_RANK if d in named else max((relevance[d] - usual) / (spread or 1.0), 0.0)
+            score = float(order[d])
+            hits.append(Hit(self.entities[self.owner[d]], self.observations[d], min(score, 1.0), score, float(standing)))
+        return hits
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
     ) -> tuple[np.ndarray, np.ndarray, float, float]:
         """How well each document answers `query`, in [0, 1] (0 for a document with no evidence: none of the query's
-        terms, and a cosine that a static model also gives unrelated text), and its BM25 share."""
-        lexical = self.lexical.scores(query)
+        words or of their related words, and a cosine that a static model also gives unrelated text), its BM25 share
+        for the query's own words, and the query's usual score and spread in this memory."""
         if embedder is None:
-            return lexical.copy(), lexical, float(lexical.mean()) if len(lexical) else 0.0, float(lexical.std())
+            exact = self.lexical.scores(query)
+            return exact.copy(), exact, float(exact.mean()) if len(exact) else 0.0, float(exact.std())
+        alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
+        lexical, exact = self.lexical.matches(query, alternatives)
         scores = self.embed(embedder) @ embedder.encode_query(query)
         np.clip(scores, 0.0, 1.0, out=scores)
-        unsupported = lexical == 0
-        if any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
-            unsupported &= ~_stands_out(scores)
+        supported = exact > 0
+        if len(scores) and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+            mean, deviation = float(scores.mean()), float(scores.std())
+            supported |= _stands_out(scores, mean, deviation)
+            if lexical is not exact:  # a related word alone is weak evidence: it counts when the cosine agrees
+                supported |= (lexical > 0) & (scores >= mean + RELATED_SD * deviation)
         if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
             scores *= SEMANTIC_WEIGHT
             scores += (1 - SEMANTIC_WEIGHT) * lexical
         usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
-        scores[unsupported] = 0.0
-        return scores, lexical, usual, spread
+        kept = np.flatnonzero(supported)
+        if spread > 0:
+            kept = self._pool(query, embedder, scores, supported, kept, usual, spread)
+        relevance = np.zeros_like(scores)
+        relevance[kept] = scores[kept]
+        return relevance, exact, usual, spread
+
+    def _pool(
+        self,
+        query: str,
+        embedder: Embedder,
+        scores: np.ndarray,
+        supported: np.ndarray,
+        kept: np.ndarray,
+        usual: float,
+        spread: float,
+    ) -> np.ndarray:
+        """Add to the score of each supported document (`kept`, the numbers where `supported` is true) what its
+        entity says: ENTITY_POOL times the standing of the entity's best document (a standing: how many `spread`s a
+        score stands above the query's `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do"
+        better because "Renate: Hannah's mother" does. For a first-person question, the documents of the entity
+        asked about through its role for the user gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for
+        those that say what it is to the user), and count as supported. Supported scores under the usual one are
+        raised to it. `scores` changes in place; the documents supported now are returned."""
+        scores[kept] = np.maximum(scores[kept], usual)
+        evidenced = kept[scores[kept] > usual]
+        best = np.zeros(len(self.entities), dtype=scores.dtype)
+        np.maximum.at(best, self.owner[evidenced], (scores[evidenced] - usual) / spread)
+        scores[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
+        user = self.user if is_first_person(query) else None
+        if user is None:
+            return kept
+        reached, identity = role_documents(self, user, query, embedder)
+        top = spread * max((float(scores.max()) - usual) / spread, 1.0)
+        scores[reached] = np.maximum(scores[reached], usual)
+        newly = reached[~supported[reached] | (scores[reached] <= usual)]
+        scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
+        scores[reached] += ROLE_SHARE * top
+        scores[identity] += IDENTITY_SHARE * top
+        return np.union1d(kept, reached)
 
     @property
-    def user(self) -> int | None:
-        """The number of the user's entity (see find_user), looked for at the first question that needs it."""
-        if self._user == -1:
-            self._user = find_user(self.entities, self._links)
+    def user(self) -> User | None:
+        """The memory's user (see memory_server.user), looked for at the first question that needs it."""
+        if self._user is False:
+            self._user = user_of(self)
         return self._user
 
-    def near_user(self) -> tuple[np.ndarray, np.ndarray]:
-        """The user's own observation documents, and those of the entities related to the user or naming them."""
-        if self._near_user is None:
-            user = self.entities[self.user]
-            related = {b for a, b in self._links if a == user.name} | {a for a, b in self._links if b == user.name}
-            numbers = {e.name: n for n, e in enumerate(self.entities)}
-            near = np.zeros(len(self.texts), dtype=bool)
-            for name in related:
-                if name in numbers:
-                    near[self.owner == numbers[name]] = True
-            first = user.name.split()[0].lower() if user.name.split() else ""
-            if len(first) > 2:  # observations of other entities that name the user ("Hannah's manager")
-                said = _JoinedText(o if o is not None else "" for o in self.observations)
-                near[said.holders(first)] = True
-            own = self.owner == self.user
-            near &= ~own
-            self._near_user = (np.flatnonzero(own), np.flatnonzero(near))
-        return self._near_user
+    def documents_saying(self, word: str) -> list[int]:
+        """The observation documents whose text contains `word` (lower-case), in order."""
+        said = _JoinedText(o if o is not None else "" for o in self.observations)
+        return said.holders(word)
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """The name documents of the entities whose name contains the whole query, ignoring case, and of those
@@ -196,37 +227,7 @@ class GraphIndex:
         return self.name_doc[holders], self.name_doc[exact]
 
 
-def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> int | None:
-    """The number of the entity that stands for the memory's user, if one can be told: an entity typed or named as
-    the user ("user", "default_user", as the official server's suggested prompt names it), else the person at the
-    centre of the graph: the most relations, observations and mentions of their first name, well ahead of anyone
-    else (a memory about two people equally, or about none, has no user)."""
-    for number, entity in enumerate(entities):
-        if entity.entity_type.strip().lower() in USER_TYPES or entity.name.strip().lower() in USER_NAMES:
-            return number
-    degree: dict[str, int] = {}
-    for source, target in links:
-        degree[source] = degree.get(source, 0) + 1
-        degree[target] = degree.get(target, 0) + 1
-    people = [
-        (degree.get(entity.name, 0) + len(entity.observations), number)
-        for number, entity in enumerate(entities)
-        if any(kind in entity.entity_type.lower() for kind in PERSON_TYPES)
-    ]
-    if not people:
-        return None
-    said = "\n".join(o.lower() for e in entities for o in e.observations)
-    weight = []
-    for links, number in sorted(people, reverse=True)[:5]:  # the few best connected: counting is a text scan
-        first = entities[number].name.split()[0].lower() if entities[number].name.split() else ""
-        weight.append((links + (said.count(first) if len(first) > 2 else 0), number))
-    weight.sort(reverse=True)
-    best, number = weight[0]
-    runner_up = weight[1][0] if len(weight) > 1 else 0
-    return number if best >= USER_LEAD * max(runner_up, 3) else None
-
-
-def _stands_out(cosines: np.ndarray) -> np.ndarray:
+def _stands_out(cosines: np.ndarray, mean: float, deviation: float) -> np.ndarray:
     """Which documents the cosine alone makes relevant. A static model gives unrelated text high cosines (0.6 to
     0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the other
     documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less a
@@ -234,7 +235,7 @@ def _stands_out(cosines: np.ndarray) -> np.ndarray:
     if len(cosines) < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
         return cosines >= SMALL_MEMORY_COSINE
     bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(len(cosines))) - SEMANTIC_MARGIN)
-    return (cosines >= SEMANTIC_ALONE) & (cosines >= cosines.mean() + bar * cosines.std())
+    return cosines >= max(SEMANTIC_ALONE, mean + bar * deviation)
 
 
 def relevant(hits: Sequence[Hit]) -> list[Hit]:

@@ -93,6 +93,15 @@ def test_the_bundled_model_loads_offline_and_understands_paraphrases():
     assert query @ hiking > query @ chess
 
 
+def test_related_words_come_from_the_models_own_vocabulary(tiny_model):
+    embedder, _ = load_embedder(None, cache_dir=None)
+    near = dict(embedder.related_words("husband"))
+    assert {"wife", "married", "spouse"} <= set(near) and all(0.3 <= s < 1 for s in near.values())
+    assert "husband" not in near and "teacher" not in near
+    assert embedder.related_words("qwzxv") == ()  # pieced together from fragments: no neighbours
+    assert Embedder(tiny_model, "tiny").related_words("cat") == ()  # too few whole words to tell
+
+
 def test_a_model_that_cannot_be_loaded_falls_back_to_the_bundled_one(tmp_path):
     embedder, note = load_embedder(str(tmp_path / "no-such-model"), cache_dir=None)
     assert embedder.name == BUNDLED_NAME

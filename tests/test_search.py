@@ -4,8 +4,8 @@ from hypothesis import strategies as st
 
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import LexicalIndex, is_first_person, tokenize
-from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target, find_user
+from memory_server.lexical import LexicalIndex, related_terms, tokenize
+from memory_server.search import KeywordIndex, Searcher, Target
 from memory_server.store import GraphStore
 
 PEOPLE = [
@@ -220,17 +220,6 @@ PRIYA_RELATIONS = [
 ]
 
 
-def test_the_user_is_the_entity_typed_as_such_or_the_centre_of_the_graph():
-    graph = KnowledgeGraph()
-    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in PRIYA)
-    graph.create_relations(PRIYA_RELATIONS)
-    assert GraphIndex(graph).entities[GraphIndex(graph).user].name == "Priya Shah"
-    two = [Entity("Ann", "person", ["likes tea", "met Bob"]), Entity("Bob", "person", ["likes coffee", "met Ann"])]
-    assert find_user(two, []) is None  # a memory about two people equally has no user
-    assert find_user([Entity("Notes", "note", ["x"])], []) is None
-    named = [*two, Entity("default_user", "person", [])]
-    assert find_user(named, []) == 2
-    assert is_first_person("Where do I live?") and is_first_person("our vet") and not is_first_person("Ann's car")
 def test_without_a_model_hybrid_and_semantic_rank_by_keywords_and_say_so(tmp_path):
     slot = EmbedderSlot("none")
     slot.start()
@@ -267,6 +256,24 @@ def test_bm25_prefers_rarer_words_and_normalises_to_one():
     assert scores[1] == 0 and scores[0] > 0 and scores[2] > 0
     assert index.scores("zebra").max() == 0
     assert tokenize("Hiking hikes hiked stories story") == ["hike", "hike", "hike", "stori", "stori"]
+
+
+def test_a_related_word_earns_a_share_of_the_query_words_weight():
+    index = LexicalIndex([tokenize("Dana is Priya's manager"), tokenize("the boss of the band"), tokenize("tea")])
+    with_related, exact = index.matches("who is my boss", {"boss": [("manag", 0.3)]})
+    assert exact[0] == 0 and exact[1] > 0  # the query's own words only
+    assert 0 < with_related[0] < with_related[1] == exact[1]  # a related word is a partial match, never a full one
+    assert with_related[2] == 0
+    # A word the memory lacks still counts, as its rarest possible self: a related word alone stays partial.
+    only, _ = LexicalIndex([tokenize("Priya's manager"), tokenize("tea")]).matches("boss", {"boss": [("manag", 0.3)]})
+    assert 0 < only[0] < 0.5
+
+
+def test_related_terms_are_the_memorys_words_nearest_to_the_querys():
+    nearest = {"boss": [("bosses", 0.7), ("supervisor", 0.5), ("leader", 0.48), ("manager", 0.36)], "tea": []}
+    vocabulary = {term: n for n, term in enumerate(tokenize("supervisor leader manager boss tea"))}
+    found = related_terms("who is my boss, tea?", lambda word: nearest.get(word, []), vocabulary)
+    assert found == {"boss": [("supervisor", 0.25), ("leader", 0.24)]}  # in the memory, above the floor, weighted
 
 
 def test_stemming_variants_meet(tmp_path):

@@ -1,0 +1,147 @@
+"""The memory's user and first-person questions: who the user is, the names they go by, what each entity is to them,
+and questions answered through those roles, in a memory of a few hundred distractor entities."""
+
+import pytest
+
+from memory_server.embeddings import EmbedderSlot
+from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.lexical import is_first_person
+from memory_server.search import GraphIndex, Searcher, Target
+from memory_server.store import GraphStore
+from memory_server.user import find_user
+
+PRIYA = [
+    Entity(
+        "Priya Shah",
+        "person",
+        ["Lives in Leeds", "Works as a data analyst at Acme", "Plays badminton on Tuesdays", "Born in 1990 in Pune"],
+    ),
+    Entity("Tom Reed", "person", ["Teaches history at a secondary school", "Plays cricket on Sundays"]),
+    Entity("Dana Okoro", "person", ["Priya's manager at Acme", "Lives in York", "Runs the payments team"]),
+    Entity("Biscuit", "pet", ["A beagle, adopted in 2020", "Eats grain-free food"]),
+    Entity("Acme", "organization", ["Retail analytics company in Leeds"]),
+]
+RELATIONS = [
+    Relation("Priya Shah", "Tom Reed", "married to"),  # nothing else says who Tom is to Priya
+    Relation("Priya Shah", "Biscuit", "owns"),
+    Relation("Priya Shah", "Acme", "works at"),
+]
+FIRST = "Ana Ben Cleo Dev Eli Femi Gus Hana Ivo Jade Kai Lior Mina Noor Omar Pia Quinn Rosa Sami Tess".split()
+CITIES = "Leeds York Hull Bath Derby Bristol Cardiff Exeter Durham Norwich Oxford Chester".split()
+THINGS = (
+    "the boiler|the car insurance|a dentist check-up|the school play|the quarterly report|a pottery class|the roof|"
+    "the team offsite|a birthday cake|the tax return|the garden fence|a jazz concert|the laptop|a hiking route"
+).split("|")
+NOTES = [
+    "{first} lives in {city} and works as a {job}",
+    "Book {thing} before the end of {month}",
+    "{first}'s manager at the {city} office approved the budget",
+    "Recipe: {food} with garlic, lemon and thyme, 40 minutes at 180C",
+    "Trip to {city} in {month}; train tickets from {first}",
+    "Reminder: {thing} is due in {month}",
+    "{first} recommended {thing}; ask about the price",
+    "Deploys need approval from the {job} on call",
+    "Meeting with {first} about {thing} every other {day}",
+    "{first} is allergic to {food}",
+    "Paid {first} back for {thing}",
+    "The {job} said {thing} can wait until {month}",
+]
+JOBS = "nurse plumber teacher architect chef baker pilot lawyer dentist engineer florist editor".split()
+FOODS = "peanuts,shellfish,mushrooms,lentil soup,roast chicken,apple pie,risotto,falafel".split(",")
+MONTHS = "January March May July September November".split()
+DAYS = "Monday Tuesday Wednesday Thursday Friday".split()
+
+
+def distractors(count: int = 300) -> list[Entity]:
+    """Notes of every kind, as a memory gathers them: other people (some with managers of their own), errands,
+    recipes, trips."""
+    found = []
+    for n in range(count):
+        note = NOTES[n % len(NOTES)].format(
+            first=FIRST[n * 7 % len(FIRST)],
+            city=CITIES[n * 5 % len(CITIES)],
+            job=JOBS[n * 3 % len(JOBS)],
+            thing=THINGS[n * 11 % len(THINGS)],
+            food=FOODS[n % len(FOODS)],
+            month=MONTHS[n * 13 % len(MONTHS)],
+            day=DAYS[n % len(DAYS)],
+        )
+        found.append(Entity(f"Note {n}", "note", [note]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    slot = EmbedderSlot()
+    slot.start()
+    return slot
+
+
+def search(tmp_path, bundled, entities, relations, question: str) -> list[tuple[str, str | None]]:
+    store = GraphStore(tmp_path / "memory.jsonl")
+    if not store.path.exists():
+        store.mutate(
+            lambda g: (
+                g.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities),
+                g.create_relations(relations),
+            )
+        )
+    outcome = Searcher(bundled).search([Target("m", store)], question, "hybrid", 10, None)
+    return [(h.hit.entity.name, h.hit.observation) for h in outcome.hits]
+
+
+def test_who_is_my_boss_finds_the_users_manager_among_hundreds_of_people(tmp_path, bundled):
+    found = search(tmp_path, bundled, [*PRIYA, *distractors()], RELATIONS, "who is my boss")
+    assert ("Dana Okoro", "Priya's manager at Acme") in found[:3], found  # no word in common with the question
+
+
+def test_a_relational_question_finds_the_related_persons_fact(tmp_path, bundled):
+    # "husband" is only in the relation's type: the fact is Tom's, not the user's own "Plays badminton".
+    found = search(tmp_path, bundled, [*PRIYA, *distractors()], RELATIONS, "what sport does my husband play")
+    assert found[0] == ("Tom Reed", "Plays cricket on Sundays"), found
+    pet = search(tmp_path, bundled, [*PRIYA, *distractors()], RELATIONS, "what does my dog eat")
+    assert pet[0] == ("Biscuit", "Eats grain-free food"), pet
+
+
+def test_a_user_called_default_user_is_known_by_the_name_the_memory_gives(tmp_path, bundled):
+    renamed = [Entity("default_user", "person", ["Name: Priya Shah", *PRIYA[0].observations]), *PRIYA[1:]]
+    relations = [Relation("default_user", r.target, r.relation_type) for r in RELATIONS]
+    assert search(tmp_path, bundled, [*renamed, *distractors()], relations, "where do I live")[0] == (
+        "default_user",
+        "Lives in Leeds",
+    )
+    found = search(tmp_path, bundled, [*renamed, *distractors()], relations, "who is my boss")
+    assert ("Dana Okoro", "Priya's manager at Acme") in found[:3], found
+
+
+def test_the_user_is_the_entity_typed_as_such_or_the_centre_of_the_graph():
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in PRIYA)
+    graph.create_relations(RELATIONS)
+    index = GraphIndex(graph)
+    assert index.entities[index.user.number].name == "Priya Shah"
+    two = [Entity("Ann", "person", ["likes tea", "met Bob"]), Entity("Bob", "person", ["likes coffee", "met Ann"])]
+    assert find_user(two, []) is None  # a memory about two people equally has no user
+    assert find_user([Entity("Notes", "note", ["x"])], []) is None
+    named = [*two, Entity("default_user", "person", [])]
+    assert find_user(named, []) == 2
+    assert is_first_person("Where do I live?") and is_first_person("our vet") and not is_first_person("Ann's car")
+
+
+def test_names_and_roles_of_the_user():
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("default_user", "person", ["Name: Tomasz Nowak, goes by Tom", "Lives in Hull"]),
+            Entity("Ada", "person", ["Tom's sister", "Dentist in Krakow"]),
+            Entity("Mia", "person", ["Godchild of Tom"]),
+            Entity("Rex", "pet", ["A tabby"]),
+            Entity("Sam", "person", ["Ada's husband"]),
+            *(Entity(f"Note {n}", "note", [f"note number {n}"]) for n in range(30)),
+        ]
+    )
+    graph.create_relations([Relation("default_user", "Rex", "owns"), Relation("Sam", "default_user", "knows")])
+    user = GraphIndex(graph).user
+    assert user is not None and user.names == ("tomasz", "tom")
+    roles = {GraphIndex(graph).entities[n].name: set(r) for n, r in user.roles.items()}
+    assert roles == {"Ada": {"sister"}, "Mia": {"godchild"}, "Rex": {"owns", "pet"}, "Sam": {"knows"}}
