@@ -211,16 +211,11 @@ class Contexts:
         filled = fill(config.path, project, self.memory_folders(), self.registry.directory)
         return ResolvedContext(config.name, filled.path, config, read_only, project, project_file=filled.in_project)
 
-    def resolve_every(self, project_dir: str | None = None) -> tuple[list[ResolvedContext], list[str]]:
-        """Every context whose file can be worked out now, each file once (the first name of a file wins), and the
-        names of the contexts that cannot be resolved now."""
-        resolved, unresolved = self.resolve_each(project_dir)
-        return resolved, [name for name, _ in unresolved]
-
     def resolve_each(
         self, project_dir: str | None = None
     ) -> tuple[list[ResolvedContext], list[tuple[str, MemoryServerError]]]:
-        """As `resolve_every`, with why each context left out cannot be resolved now."""
+        """Every context whose file can be worked out now, each file once (the first name of a file wins), and
+        why each context left out cannot be resolved now."""
         resolved: list[ResolvedContext] = []
         paths: set[Path] = set()
         unresolved: list[tuple[str, MemoryServerError]] = []

@@ -41,15 +41,15 @@ def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everyw
     resolved, unresolved = contexts.resolve_each(asked.project_dir)
     searched: list[ResolvedContext] = []
     targets: list[Target] = []
-    skipped = [(name, _reason(problem)) for name, problem in unresolved]
+    skipped = [(name, reason(problem)) for name, problem in unresolved]
     for context in resolved:
         target = every_target(contexts, context, asked.project_boost)
-        problem = _unreadable(target)
+        problem = unreadable(target)
         if problem is None:
             searched.append(context)
             targets.append(target)
         else:
-            skipped.append((context.name, _reason(problem)))
+            skipped.append((context.name, reason(problem)))
     warnings = present.bounded_warnings([*contexts.problems(), *_store_warnings(searched, targets)])
     lines = [_header(searched), *_skipped_lines(skipped), *(f"Warning: {w}" for w in warnings)]
     around = {
@@ -74,7 +74,7 @@ def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everyw
     return structured, "\n".join([*lines, body])
 
 
-def _unreadable(target: Target) -> MemoryServerError | None:
+def unreadable(target: Target) -> MemoryServerError | None:
     """Why this memory cannot be read now, if it cannot (reading it also loads it for the search)."""
     try:
         with target.store.reading():
@@ -83,7 +83,7 @@ def _unreadable(target: Target) -> MemoryServerError | None:
         return problem
 
 
-def _reason(problem: MemoryServerError) -> str:
+def reason(problem: MemoryServerError) -> str:
     """An error's first sentence, short: the reason in a list of contexts left out."""
     text = problem.reason(brief=True) if isinstance(problem, ProjectNotFoundError) else str(problem)
     return shortened(text.split(". ")[0].rstrip("."), REASON_LIMIT)
