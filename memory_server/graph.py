@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_server.errors import EntityNotFoundError
+from memory_server.errors import EntityNotFoundError, echo
 
 # The records and their line codec live in jsonl.py; they are also imported from here.
 from memory_server.jsonl import (  # noqa: F401
@@ -268,7 +268,7 @@ class KnowledgeGraph:
             self._dirty.add(len(self.records))  # an exact copy: dropped at the next rewrite
             self.records.append(None)
         else:  # a second version that differs: keep it, untouched, and say so
-            what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
+            what = f"entity {echo(record.name)}" if isinstance(record, Entity) else "relation"
             reason = f"a second, different {what}; kept as it is, not loaded"
             self._shadowed.setdefault(_identity(record), []).append(len(self.records))
             self.records.append(UnusableLine(line, reason, first))
