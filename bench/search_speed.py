@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--queries", type=int, default=200)
     options = parser.parse_args()
-    embedder, _ = load_embedder(None, cache_dir=None)
+    embedder, _ = load_embedder(None)
     print(f"model: {embedder.name}, {embedder.dim} dimensions")
     print(
         "| observations | build index s | embed s | hybrid p50 / p95 ms | semantic p50 ms | keyword p50 ms "
