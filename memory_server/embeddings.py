@@ -103,6 +103,11 @@ class EmbedderSlot:
             return None, "the embedding model is still loading, so this search ranked by keywords only"
         return self.embedder, self.note
 
+    def close(self, timeout: float = 10.0) -> None:
+        """At shutdown: wait for the loader, if it started, so no thread is left loading while Python exits."""
+        if self._thread is not None:
+            self._ready.wait(timeout)
+
     def _load(self) -> None:
         try:
             self.embedder, self.note = load_embedder(self.requested)

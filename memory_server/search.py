@@ -80,7 +80,8 @@ class GraphIndex(DocumentIndex):
     """The search documents of one state of a graph (kept up to date change by change, see index.py), ranked."""
 
     def changed(self, graph: KnowledgeGraph) -> None:
-        self._names: _JoinedText | None = None
+        if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
+            self._names: _JoinedText | None = None
         self._links = [(r.source, r.target) for r in graph.relations.values()]
         self._user: int | None = -1  # -1: not looked for yet
         self._near_user: tuple[np.ndarray, np.ndarray] | None = None
@@ -88,7 +89,8 @@ class GraphIndex(DocumentIndex):
     @property
     def names(self) -> _JoinedText:
         if self._names is None:
-            self._names = _JoinedText(e.name for e in self.entities)
+            self._names_of = self.documents.snapshot.names
+            self._names = _JoinedText(self._names_of)
         return self._names
 
     def rank(self, query: str, mode: Mode, embedder: Embedder | None, limit: int | None) -> list[Hit]:
@@ -243,21 +245,31 @@ class _JoinedText:
     def __init__(self, texts: Iterable[str]) -> None:
         self._join([text.lower() + self.GAP for text in texts])
 
-    @classmethod
-    def of_pieces(cls, pieces: list[str]) -> _JoinedText:
-        """From texts already lower-cased, each ending in GAP (as `piece` gives them)."""
-        joined = cls.__new__(cls)
-        joined._join(pieces)
-        return joined
-
     def _join(self, pieces: list[str]) -> None:
         self.starts = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist() if pieces else []
         self.text = "".join(pieces)
 
-    def piece(self, number: int) -> str:
-        """The text numbered `number`, lower-cased, with its GAP."""
-        end = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
-        return self.text[self.starts[number] : end]
+    def replaced(self, kept: np.ndarray, texts: Callable[[int], str]) -> _JoinedText:
+        """The joined text whose i-th text is this one's text kept[i], or texts(i) where kept[i] is -1. Stretches of
+        texts kept in order are copied as one slice."""
+        if not len(kept):
+            return _JoinedText(())
+        bounds = np.append(np.asarray(self.starts, dtype=np.int64), len(self.text))
+        lengths = np.zeros(len(kept), dtype=np.int64)
+        lengths[kept >= 0] = np.diff(bounds)[kept[kept >= 0]]
+        pieces = []
+        cuts = np.flatnonzero((np.diff(kept) != 1) | (kept[1:] < 0) | (kept[:-1] < 0)) + 1
+        for first, last in zip([0, *cuts.tolist()], [*cuts.tolist(), len(kept)]):
+            if kept[first] >= 0:
+                pieces.append(self.text[bounds[kept[first]] : bounds[kept[last - 1] + 1]])
+                continue
+            for number in range(first, last):
+                pieces.append(texts(number).lower() + self.GAP)
+                lengths[number] = len(pieces[-1])
+        joined = _JoinedText(())
+        joined.text = "".join(pieces)
+        joined.starts = (np.cumsum(lengths) - lengths).tolist()
+        return joined
 
     def holders(self, needle: str, limit: int | None = None) -> list[int]:
         """Numbers of the texts that contain `needle` (already lower-case), in order."""
@@ -285,10 +297,9 @@ class KeywordIndex:
         """Bring the index to `graph`, a later state of its graph: only the entities that changed are read again."""
         entities = graph.entity_list()
         snapshot = Snapshot(entities)
-        kept = self._snapshot.match(snapshot)[1].tolist()
-        old = self.joined
-        pieces = [old.piece(k) if k >= 0 else _keyword_text(e).lower() + _JoinedText.GAP for k, e in zip(kept, entities)]
-        self.entities, self._snapshot, self.joined = entities, snapshot, _JoinedText.of_pieces(pieces)
+        kept = self._snapshot.match(snapshot)[1]
+        self.joined = self.joined.replaced(kept, lambda number: _keyword_text(entities[number]))
+        self.entities, self._snapshot = entities, snapshot
         self.updates += 1
 
     @property

@@ -100,15 +100,18 @@ class VectorCache:
             except ValueError as problem:
                 logger.warning("Ignoring the vector cache %s: %s", self.path, problem)
                 return
-            order = np.argsort(keys)
-            ordered = keys[order]
+            prefixes = _prefixes(keys)  # searched as integers, then checked whole
+            order = np.argsort(prefixes)
+            ordered, ordered_keys = prefixes[order], keys[order]
             while True:
                 data = handle.read(CHUNK * self._record.itemsize)
                 records = np.frombuffer(data[: len(data) - len(data) % self._record.itemsize], dtype=self._record)
                 if not len(records):
                     return
-                at = np.minimum(np.searchsorted(ordered, records["key"]), len(ordered) - 1)
-                hit = (ordered[at] == records["key"]) & (records["check"] == _check(records["vector"]))
+                found = records["key"]
+                at = np.minimum(np.searchsorted(ordered, _prefixes(found)), len(ordered) - 1)
+                hit = ordered_keys[at] == found
+                hit[hit] &= records["check"][hit] == _check(records["vector"][hit])
                 if hit.any():
                     yield order[at[hit]], np.array(records["vector"][hit])
 
@@ -217,9 +220,14 @@ def _records(dtype: np.dtype, keys: np.ndarray, vectors: np.ndarray) -> np.ndarr
     return records
 
 
+def _prefixes(keys: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each key, as an integer."""
+    return np.ascontiguousarray(keys).view(np.uint64)[::2]
+
+
 def _check(vectors: np.ndarray) -> np.ndarray:
     """A checksum of each vector's bits: an integer sum, the same whatever the order it is added in."""
-    bits = np.ascontiguousarray(vectors).view(np.uint32).reshape(len(vectors), -1)
+    bits = np.ascontiguousarray(vectors, dtype=np.float32).view(np.uint32)
     return (bits.sum(axis=1, dtype=np.uint64) * np.uint64(2654435761) >> np.uint64(16)).astype(np.uint32)
 
 

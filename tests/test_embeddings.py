@@ -100,3 +100,4 @@ def test_long_encodes_report_progress_in_steps(tiny_model, monkeypatch):
     vectors = embedder.encode(texts)
     assert reports == [(4, 10), (8, 10), (10, 10)]
     assert np.allclose(vectors, Embedder(tiny_model, "tiny").encode(texts))  # the same vectors in one go
+

@@ -239,3 +239,26 @@ def test_released_indexes_are_rebuilt_right(tmp_path, slot):
         (h.entity.name, h.observation, h.score) for h in expected
     ]
     assert before.hits[0].hit.entity.name.startswith("alpha")
+
+
+def test_the_keyword_index_of_a_graph_emptied_and_filled_again():
+    graph = people(3)
+    index = KeywordIndex(graph)
+    graph.delete_entities(list(graph.entities))
+    index.update(graph)
+    assert index.hits("ann", None) == []
+    graph.create_entities([Entity("Ann", "person", ["likes tea"])])
+    index.update(graph)
+    assert [h.entity.name for h in index.hits("tea", None)] == ["Ann"]
+
+
+def test_an_index_emptied_and_filled_again_ranks_as_a_new_one(embedder):
+    graph = people(3)
+    index = GraphIndex(graph)
+    index.embed(embedder)
+    graph.delete_entities(list(graph.entities))
+    index.update(graph)
+    assert index.candidates("ann", "hybrid", embedder, 5) == []
+    graph.create_entities([Entity("Ann", "person", ["plays the violin"]), Entity("Bob", "person", [])])
+    index.update(graph)
+    assert_same_as_scratch(index, graph, embedder)
