@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from search_speed import synthetic_graph
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,16 +40,21 @@ def main() -> None:
         home = Path(folder)
         large, small = home / "large.jsonl", home / "small.jsonl"
         write_memory(large, options.observations)
-        small.write_text(json.dumps({"type": "entity", "name": "Ann", "entityType": "person",
-                                     "observations": ["likes tea"]}) + "\n")
+        small.write_text(
+            json.dumps({"type": "entity", "name": "Ann", "entityType": "person", "observations": ["likes tea"]}) + "\n"
+        )
         rows = []
-        for case, memory, fresh in (("first search, no cache", large, True),
-                                    ("first search, cache on disk", large, False),
-                                    ("1-entity memory, the large cache on disk", small, False)):
+        for case, memory, fresh in (
+            ("first search, no cache", large, True),
+            ("first search, cache on disk", large, False),
+            ("1-entity memory, the large cache on disk", small, False),
+        ):
             runs = [first_search(options.code, home, memory, clear_cache=fresh) for _ in range(options.repeat)]
             rows.append((case, *(statistics.median(r[i] for r in runs) for i in range(4))))
-        print(f"code: {options.code}; {options.observations:,} observations in the large memory; "
-              f"medians of {options.repeat} run(s)")
+        print(
+            f"code: {options.code}; {options.observations:,} observations in the large memory; "
+            f"medians of {options.repeat} run(s)"
+        )
         print("| case | search s | RSS before MiB | RSS after MiB | peak RSS MiB |")
         print("|---|---|---|---|---|")
         for case, seconds, before, after, peak in rows:

@@ -146,7 +146,11 @@ class Documents:
     def text(self, document: int) -> str:
         entity, offset = self.entity_of(document)
         name = self.snapshot.names[entity]
-        return f"{name}: {self.snapshot.flat[document - entity - 1]}" if offset else f"{name} ({self.snapshot.types[entity]})"
+        return (
+            f"{name}: {self.snapshot.flat[document - entity - 1]}"
+            if offset
+            else f"{name} ({self.snapshot.types[entity]})"
+        )
 
     def texts(self) -> Iterator[str]:
         for number in range(len(self.entities)):

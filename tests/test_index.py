@@ -30,7 +30,10 @@ def embedder(slot):
 
 
 def ranked(index: GraphIndex, embedder, query: str, mode: str = "hybrid"):
-    return [(h.entity.name, h.observation, h.score, h.rank, h.relevance) for h in index.candidates(query, mode, embedder, 12)]
+    return [
+        (h.entity.name, h.observation, h.score, h.rank, h.relevance)
+        for h in index.candidates(query, mode, embedder, 12)
+    ]
 
 
 def assert_same_as_scratch(index: GraphIndex, graph: KnowledgeGraph, embedder) -> None:
@@ -49,7 +52,9 @@ def assert_same_as_scratch(index: GraphIndex, graph: KnowledgeGraph, embedder) -
 def people(count: int = 40) -> KnowledgeGraph:
     graph = KnowledgeGraph()
     graph.create_entities(
-        Entity(f"entity {n}", "person" if n % 3 else "place", [f"{WORDS[n % 9]} {WORDS[(n * 7) % 15]} note {n}"] * (n % 4))
+        Entity(
+            f"entity {n}", "person" if n % 3 else "place", [f"{WORDS[n % 9]} {WORDS[(n * 7) % 15]} note {n}"] * (n % 4)
+        )
         for n in range(count)
     )
     graph.create_entities([Entity("Ann", "person", ["plays chess on Mondays", "lives in Lisbon"])])
@@ -158,8 +163,10 @@ def store_with(tmp_path, name: str, entities) -> GraphStore:
 
 
 def notes(count: int, topic: str = "note") -> list[Entity]:
-    return [Entity(f"{topic} {n}", "note", [f"{topic} {n} about {WORDS[n % len(WORDS)]}", f"written on day {n}"])
-            for n in range(count)]
+    return [
+        Entity(f"{topic} {n}", "note", [f"{topic} {n} about {WORDS[n % len(WORDS)]}", f"written on day {n}"])
+        for n in range(count)
+    ]
 
 
 def test_a_one_line_change_updates_the_index_without_a_rebuild(tmp_path, slot, embedder):
@@ -173,7 +180,9 @@ def test_a_one_line_change_updates_the_index_without_a_rebuild(tmp_path, slot, e
     after = searcher.search([Target("m", store)], "saxophone", "hybrid", 5, None)
     assert searcher.built == 1 and searcher.holds(store) is index and index.updates == 1
     assert embedder.encoded - before == 1  # the new observation, nothing else
-    assert [(h.hit.entity.name, h.hit.observation) for h in after.hits] == [("note 7", "plays the saxophone on Sundays")]
+    assert [(h.hit.entity.name, h.hit.observation) for h in after.hits] == [
+        ("note 7", "plays the saxophone on Sundays")
+    ]
     keyword = searcher.search([Target("m", store)], "sundays", "keyword", 5, None)
     GraphStore(store.path).mutate(lambda g: g.delete_entities(["note 7"]))
     assert searcher.search([Target("m", store)], "sundays", "keyword", 5, None).hits == []
