@@ -62,7 +62,8 @@ class VectorRows:
         for block, start in zip(self._blocks, self._starts):
             if start >= rows:
                 break
-            np.matmul(block, vector, out=out[start : start + len(block)])
+            used = min(len(block), _round_up(rows - start))  # whole groups still: the same kernel for every row
+            np.matmul(block[:used], vector, out=out[start : start + used])
         return out[:rows]
 
     @property
