@@ -21,6 +21,7 @@ from typing import Any
 
 from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation, decode_line, encode_entity, encode_relation
+from memory_server.jsonl import encode_item
 
 FORMATS = ("jsonl", "json", "graphml", "markdown")
 SOURCES = ("official", "aim")
@@ -53,8 +54,8 @@ def export(graph: KnowledgeGraph, form: str, title: str = "Memory") -> str:
 
 def as_document(graph: KnowledgeGraph) -> str:
     """`{"entities": [...], "relations": [...]}` as read_graph returns it (plus any extra fields), one item a line."""
-    entities = [_compact({**e.to_dict(), **e.extra}) for e in graph.entities.values()]
-    relations = [_compact({**r.to_dict(), **r.extra}) for r in graph.relations.values()]
+    entities = [encode_item(e) for e in graph.entities.values()]
+    relations = [encode_item(r) for r in graph.relations.values()]
     return '{"entities": [\n' + ",\n".join(entities) + '\n],\n"relations": [\n' + ",\n".join(relations) + "\n]}"
 
 
@@ -327,10 +328,6 @@ def _xml_text(text: str) -> str:
 def _escape_surrogates(text: str) -> str:
     # Lone surrogates (JSON allows them, UTF-8 does not) only occur inside JSON strings, where \\uXXXX means them.
     return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if not text.isascii() else text
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|])")

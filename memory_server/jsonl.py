@@ -120,6 +120,11 @@ def encode_relation(relation: Relation) -> str:
     return _with_extra(json_line(known), relation)
 
 
+def encode_item(record: Entity | Relation) -> str:
+    """The record as read_graph lists it (no "type"), with its unknown fields as they were written."""
+    return _with_extra(json_line(record.to_dict()), record)
+
+
 def _with_extra(text: str, record: Entity | Relation) -> str:
     """The fields we do not know go back as they were written: a value still the one read keeps its text, and any
     other keeps its numbers' text (re-encoding 1e999 would give Infinity, which is not JSON)."""

@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
-from memory_server.errors import MemoryServerError
+from memory_server.errors import MemoryServerError, echo
 from memory_server.git import find_checkout
 
 DEFAULT_MARKERS: tuple[str, ...] = (
@@ -92,13 +93,14 @@ class ProjectNotFoundError(MemoryServerError, LookupError):
 class ProjectDirError(MemoryServerError, ValueError):
     """A projectDir that is neither a folder path nor a file:// URI."""
 
-    def __init__(self, value: str) -> None:
+    def __init__(self, value: str, why: str = "is not a folder") -> None:
         super().__init__(value)
         self.value = value
+        self.why = why
 
     def __str__(self) -> str:
         return (
-            f"projectDir {self.value!r} is not a folder: give a path (absolute, or relative to the workspace) "
+            f"projectDir {echo(self.value)} {self.why}: give a path (absolute, or relative to the workspace) "
             "or a file:// URI."
         )
 
@@ -139,8 +141,12 @@ def folder_from(value: str) -> Path:
         path = file_uri_path(value)
         if path is None:
             raise ProjectDirError(value)
-        return path
-    return Path(value).expanduser()
+    else:
+        path = Path(value).expanduser()
+    control = next((c for c in str(path) if unicodedata.category(c) == "Cc"), None)
+    if control is not None:  # a NUL would make every file operation on it fail; no folder is named so
+        raise ProjectDirError(value, f"holds the control character {control!r}")
+    return path
 
 
 def file_uri_path(uri: str) -> Path | None:

@@ -142,3 +142,11 @@ def test_every_export_to_json_or_jsonl_imports_back_to_the_same_graph(tmp_path_f
             {**e.to_dict(), "observations": list(dict.fromkeys(e.observations))} for e in graph.entities.values()
         ]
         assert list(copy.relations) == list(graph.relations)
+
+
+@pytest.mark.parametrize("form", ["json", "jsonl"])
+def test_exports_keep_numbers_json_cannot_hold_as_they_were_written(form):
+    line = '{"type":"entity","name":"Ann","entityType":"person","observations":["x"],"weight":1e999,"id":1.0000000000000000001}'
+    graph = KnowledgeGraph.parse(line + "\n")
+    exported = export(graph, form)
+    assert "1e999" in exported and "1.0000000000000000001" in exported and "Infinity" not in exported

@@ -111,3 +111,9 @@ def test_other_uris_are_refused_with_the_fix():
     with pytest.raises(ProjectDirError, match="file:// URI"):
         folder_from("https://github.com/ann/shop")
     assert file_uri_path("https://x/y") is None
+
+
+@pytest.mark.parametrize("value", ["/tmp/a\x00b", "file:///tmp/a%00b", "shop\nname"])
+def test_a_folder_with_a_control_character_is_refused_with_the_fix(value):
+    with pytest.raises(ProjectDirError, match="control character"):
+        folder_from(value)

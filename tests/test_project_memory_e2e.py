@@ -176,8 +176,10 @@ async def test_a_relative_project_dir_is_taken_from_the_clients_workspace_root(w
         uri = await ok(s, "read_graph", projectDir=web.as_uri())
         outside = await failure(s, "read_graph", projectDir="file:///")
         wrong = await failure(s, "read_graph", projectDir="https://example.com/shop")
+        nul = await failure(s, "create_entities", projectDir="packages/\x00web", entities=[entity("Menu")])
         await ok(s, "create_relations", relations=[relation("Button", "Button", "wraps")], projectDir="packages/web")
     assert entity_names(web / MEMORY) == ["Button"]
     assert uri["context"]["projectDir"] == str(web)
     assert "file-system root" in outside and "file:// URI" in wrong
+    assert "control character" in nul and "unexpected error" not in nul
     assert not (world.nowhere / "packages").exists()

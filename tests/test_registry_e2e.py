@@ -65,9 +65,11 @@ async def test_paths_and_markers_with_control_characters_are_refused_with_a_clea
         assert registry_file(config).read_bytes() == before
         assert (await ok(s, "create_entities", entities=[entity("still fine")]))["context"]["name"] == "default"
         await ok(s, "add_context", name="proj", path="{projectDir}/.ai-memory.jsonl")
-        for tool, arguments in (("read_graph", {"context": "proj"}), ("list_contexts", {})):
-            message = await failure(s, tool, projectDir=str(tmp_path / "a\x00b"), **arguments)
-            assert not message.startswith("Error executing tool") and "null" in message.lower(), message
+        message = await failure(s, "read_graph", context="proj", projectDir=str(tmp_path / "a\x00b"))
+        assert "control character" in message and "unexpected error" not in message, message
+        listed = await ok(s, "list_contexts", projectDir=str(tmp_path / "a\x00b"))  # the others still listed
+        proj = next(c for c in listed["contexts"] if c["name"] == "proj")
+        assert "control character" in proj["unresolvedReason"] and listed["activeContext"] == "default"
 
 
 async def test_a_registry_entry_with_a_nul_is_ignored_with_its_line_and_the_server_serves(tmp_path, user_folders):
