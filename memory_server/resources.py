@@ -126,7 +126,7 @@ class LiveUpdates:
                 with anyio.CancelScope(shield=True):  # the server may be ending by cancellation
                     with anyio.move_on_after(3):
                         await self.watcher.finished.wait()
-                    await anyio.to_thread.run_sync(self.searcher.embeddings.close)  # saves the vector cache
+                    await anyio.to_thread.run_sync(self.searcher.embeddings.close)
                 group.cancel_scope.cancel()
 
 
