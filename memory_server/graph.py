@@ -5,18 +5,23 @@ A file is a list of lines. Each line is an entity, a relation, or a line we cann
 unchanged records are written back with their original text, so a rewrite only re-serialises what changed.
 
 Mutations validate first and change the graph only once nothing can fail; they record what the store must do
-to persist them (append lines, or rewrite the file) in `graph.edits`.
+to persist them (append lines, or rewrite the file) in `graph.edits`, and which entities and relations they
+touched.
+
+A graph can follow its file without parsing it again (see `reread` and `patched`):
+- records whose line is still in the file, byte for byte, are the same objects in the graph of the new state;
+- an entity or relation whose line changed (or that a reload merged with a duplicate) is a new object;
+- a mutation of this process changes its records in place, and names them in `edits.changes()`.
+Each rebuild returns the `Changes` between the two graphs, which the store logs for `GraphStore.changes_since`.
 """
 
 from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-import numpy as np
 
 from memory_server.errors import EntityNotFoundError
 
@@ -31,6 +36,7 @@ from memory_server.jsonl import (  # noqa: F401
     parse_or_problem,
     record_of,
 )
+from memory_server.layout import Layout
 
 
 @dataclass(eq=False)
@@ -48,20 +54,48 @@ class SkippedLine:
     reason: str
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What differs between two states of a graph: the names of the entities and the keys of the relations that
+    were added, changed or removed. It may name more than changed, never less."""
+
+    entities: frozenset[str] = frozenset()
+    relations: frozenset[tuple[str, str, str]] = frozenset()
+
+    def __or__(self, other: Changes) -> Changes:
+        return Changes(self.entities | other.entities, self.relations | other.relations)
+
+    def __bool__(self) -> bool:
+        return bool(self.entities or self.relations)
+
+
 @dataclass
 class Edits:
-    """What the mutations since the last write changed: lines added at the end, lines changed or removed."""
+    """What the mutations since the last write changed: lines added at the end, lines changed or removed, and
+    the entities and relations they touched."""
 
     appended: list[Entity | Relation] = field(default_factory=list)
     rewrite: bool = False
+    entities: set[str] = field(default_factory=set)
+    relations: set[tuple[str, str, str]] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return self.rewrite or bool(self.appended)
+
+    def touch(self, record: Entity | Relation) -> None:
+        if isinstance(record, Entity):
+            self.entities.add(record.name)
+        else:
+            self.relations.add(record.key)
+
+    def changes(self) -> Changes:
+        return Changes(frozenset(self.entities), frozenset(self.relations))
 
 
 Record = Entity | Relation | UnusableLine | None  # None: a removed line (or a duplicate merged into another)
 Span = tuple[int, int]  # bytes [start, end) of the file as it is on disk now
 Plan = list[Span | bytes]  # the new file: ranges copied from the old one, and new bytes
+Segment = Span | int  # how a file became its next state: a range of the old file kept, or so many new bytes
 
 
 class KnowledgeGraph:
@@ -73,39 +107,100 @@ class KnowledgeGraph:
         self._shadowed: dict[tuple[Any, ...], list[int]] = {}  # second versions of a record, kept verbatim
         self._unusable = 0
         self.edits = Edits()
-        # Where each record is in the file on disk: its size in bytes with its newline (0: not in the file).
-        # Records at slots >= _on_disk are new; _dirty holds the slots whose line must change or go.
-        self._sizes = array("q")
+        # Where each record's line is in the file on disk (layout.py). Records at slots >= _on_disk are new;
+        # _dirty holds the slots whose line must change or go.
+        self._layout = Layout()
         self._on_disk = 0
         self._dirty: set[int] = set()
         self._ends_with_newline = True
+        self._private: set[str] | None = None  # see `_relations_for`
+        self._collided = False  # a name was met twice while placing lines: see `patched`
+        # How this graph was made from its file ("parsed", "reread", "grown", "followed": see store.Load).
+        self.built_by = "parsed"
+        self.parsed_lines = 0
 
     # ---- reading -------------------------------------------------------------------------------------------
 
     @classmethod
     def parse(cls, data: bytes | str) -> KnowledgeGraph:
         """Read a file's content. Bytes that are not UTF-8 are kept (as surrogate escapes) and written back as is."""
+        return cls.reread(data)[0]
+
+    @classmethod
+    def reread(cls, data: bytes | str, previous: KnowledgeGraph | None = None) -> tuple[KnowledgeGraph, Changes | None]:
+        """Read a file's content, parsing only what `previous` (the graph of an earlier state of this file) does not
+        hold: when the file only grew, `previous`'s records with the new lines after them; otherwise each line
+        still written exactly as one of `previous`'s is that line's record. Also returns what changed since
+        `previous` (None without one)."""
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogateescape")
-        graph = cls()
         raw = data.split(b"\n")
-        graph._ends_with_newline = raw[-1] == b""
-        if graph._ends_with_newline:
+        ends_with_newline = raw[-1] == b""
+        if ends_with_newline:
             raw.pop()
-        graph._sizes = array("q", [len(line) + 1 for line in raw])
-        if raw and not graph._ends_with_newline:
-            graph._sizes[-1] -= 1
-        for line in raw:
-            text = line.decode("utf-8", "surrogateescape")
-            graph._load_line(text, parse_or_problem(text) if text.strip() else None)
+        hashes = array("q", map(hash, raw))
+        if previous is not None and previous._grown_into(data, hashes):
+            size = previous._layout.offset(len(previous.records))
+            if len(data) == size:
+                return previous, Changes()
+            grown = previous.patched([(0, size), len(data) - size], [data[size:]])
+            if grown is not None:
+                return grown
+        graph = cls()
+        reusable = previous._reusable() if previous is not None else {}
+        for line, digest in zip(raw, hashes):
+            slot = reusable.pop(digest, None) if reusable else None
+            graph._place(_decode(line) if slot is None else previous.records[slot], line)  # type: ignore[union-attr, arg-type]
+            graph.parsed_lines += slot is None
+        graph.built_by = "parsed" if previous is None else "reread"
+        sizes = array("q", [len(line) + 1 for line in raw])
+        if raw and not ends_with_newline:
+            sizes[-1] -= 1
+        graph._layout = Layout(sizes, hashes)
+        graph._ends_with_newline = ends_with_newline
         graph._on_disk = len(graph.records)
-        return graph
+        return graph, (graph._changes_from(previous) if previous is not None else None)
+
+    def patched(self, segments: Sequence[Segment], new: Sequence[bytes]) -> tuple[KnowledgeGraph, Changes] | None:
+        """The graph of the state this graph's file went to, as `segments` tell it (ranges of this graph's file that
+        were kept, in order, and counts of new bytes, which `new` holds in the same order). Only the new lines are
+        parsed; kept records are the same objects. None when this graph cannot tell (new lines in the middle that
+        do not take the place of gone ones, a name that would then be in the file twice...): read the whole file."""
+        if not (self._clean() and self._ends_with_newline):
+            return None
+        mapped = self._mapped(segments, new)
+        if mapped is None:
+            return None
+        removed, added = mapped
+        graph = self._copy()
+        refilled = {slot for slot, _ in added if slot < len(self.records)}
+        for slot in removed:
+            if slot not in refilled:
+                graph._unplace(slot)
+        for slot, line in added:
+            record = _decode(line)
+            if slot == len(graph.records):
+                graph._layout.append(len(line) + 1, hash(line))
+                graph._place(record, line)
+            elif not graph._replace(slot, record):
+                return None  # another name in the place of a line: the order of names would change
+            else:
+                graph._layout.set(slot, len(line) + 1, hash(line))
+        if graph._collided:
+            return None  # two lines for one name: the full read works out which one is loaded
+        graph._on_disk = len(graph.records)
+        graph.built_by, graph.parsed_lines = "grown", len(added)
+        touched = [self.records[slot] for slot in removed] + [graph.records[slot] for slot, _ in added]
+        return graph, Changes(
+            frozenset(r.name for r in touched if isinstance(r, Entity)),
+            frozenset(r.key for r in touched if isinstance(r, Relation)),
+        )
 
     def skipped_lines(self) -> list[SkippedLine]:
         """Unusable lines with their 1-based numbers in the file on disk."""
         if not self._unusable:
             return []
-        numbers = list(itertools.accumulate(int(size > 0) for size in self._sizes[: self._on_disk]))
+        numbers = list(itertools.accumulate(int(size > 0) for size in self._layout.sizes[: self._on_disk]))
         skipped = []
         for slot, record in enumerate(self.records[: self._on_disk]):
             if isinstance(record, UnusableLine) and record.reason:
@@ -206,19 +301,21 @@ class KnowledgeGraph:
     def plan(self) -> Plan:
         """The new content of the file, as ranges of the file on disk (unchanged lines, copied without being
         serialised again) and the bytes of new or changed lines. Call `written` once it is on disk."""
-        offsets = np.zeros(self._on_disk + 1, dtype=np.int64)
-        np.cumsum(np.frombuffer(self._sizes, dtype=np.int64, count=self._on_disk), out=offsets[1:])
         plan: Plan = []
-        copied_to = 0  # the slots before this one are planned
+        sizes = self._layout.sizes
+        copied_to, at = 0, 0  # the slots before `copied_to` are planned; their lines end at byte `at`
         for slot in sorted(self._dirty):
             if slot > copied_to:
-                plan.append((int(offsets[copied_to]), int(offsets[slot])))
+                end = at + sum(sizes[copied_to:slot]) if slot - copied_to < Layout.BLOCK else self._layout.offset(slot)
+                plan.append((at, end))
+                at = end
             record = self.records[slot]
             if record is not None:
                 plan.append(_line_bytes(record))
+            at += sizes[slot]
             copied_to = slot + 1
         if copied_to < self._on_disk:
-            plan.append((int(offsets[copied_to]), int(offsets[self._on_disk])))
+            plan.append((at, self._layout.offset(self._on_disk)))
             if not self._ends_with_newline:
                 plan.append(b"\n")
         plan.extend(_line_bytes(record) for record in self.edits.appended)
@@ -228,11 +325,14 @@ class KnowledgeGraph:
         """The store has written the plan: the file on disk now holds every record as it is in memory."""
         for slot in self._dirty:
             record = self.records[slot]
-            self._sizes[slot] = 0 if record is None else len(_line_bytes(record))
-        if self._on_disk and not self._ends_with_newline and self._on_disk - 1 not in self._dirty:
-            self._sizes[self._on_disk - 1] += 1
+            line = b"" if record is None else _line_bytes(record)
+            self._layout.set(slot, len(line), hash(line[:-1]) if line else 0)
+        last = self._on_disk - 1
+        if self._on_disk and not self._ends_with_newline and last not in self._dirty:
+            self._layout.set(last, self._layout.sizes[last] + 1, self._layout.hashes[last])
         for record in self.edits.appended:
-            self._sizes[record.slot] = len(_line_bytes(record))
+            line = _line_bytes(record)
+            self._layout.set(record.slot, len(line), hash(line[:-1]))
         self._on_disk = len(self.records)
         self._dirty.clear()
         self._ends_with_newline = True
@@ -240,39 +340,170 @@ class KnowledgeGraph:
 
     # ---- internals -----------------------------------------------------------------------------------------
 
-    def _load_line(self, line: str, parsed: Any) -> None:
-        if parsed is None:
-            self.records.append(UnusableLine(line, None))
-            return
-        try:
-            if isinstance(parsed, ValueError):
-                raise parsed
-            record = record_of(parsed, line)
-        except ValueError as problem:
-            self.records.append(UnusableLine(line, str(problem)))
-            self._unusable += 1
-            return
-        first = self.entities.get(record.name) if isinstance(record, Entity) else self.relations.get(record.key)
-        if first is None:
-            self._index(record, len(self.records))
-            self.records.append(record)
-        elif isinstance(record, Entity) and isinstance(first, Entity) and _mergeable(first, record):
+    def _place(self, record: Entity | Relation | UnusableLine, line: bytes, slot: int | None = None) -> None:
+        """Put the record of `line`, a line of the file, at `slot` (default: a new slot at the end), as the file's
+        rules say: the first line of a name wins, an identical second one is merged into it, a differing one is
+        kept verbatim."""
+        at = len(self.records) if slot is None else slot
+        placed: Record = record
+        if isinstance(record, UnusableLine):
+            self._unusable += bool(record.reason)
+        else:
+            first = self.entities.get(record.name) if isinstance(record, Entity) else self.relations.get(record.key)
+            if first is None:
+                self._index(record, at)
+            else:
+                self._collided = True
+                placed = self._second(record, first, at, line)
+        if at == len(self.records):
+            self.records.append(placed)
+        else:
+            self.records[at] = placed
+
+    def _second(self, record: Entity | Relation, first: Entity | Relation, at: int, line: bytes) -> Record:
+        """What becomes of a second line for a name already in the graph."""
+        if isinstance(record, Entity) and isinstance(first, Entity) and _mergeable(first, record):
             # The official server stores a name twice when one batch names it twice. Same type, same fields:
-            # merging the observations loses nothing, and the name stays unique.
+            # merging the observations loses nothing, and the name stays unique. A new object, since the first
+            # one may belong to the graph of the file's previous state too.
             known = set(first.observations)
-            first.observations.extend(o for o in dict.fromkeys(record.observations) if o not in known)
-            first.text = None
-            self._dirty.update((first.slot, len(self.records)))  # both lines change at the next rewrite
-            self.records.append(None)
-        elif isinstance(record, Relation) and record.extra == first.extra:
-            self._dirty.add(len(self.records))  # an exact copy: dropped at the next rewrite
-            self.records.append(None)
-        else:  # a second version that differs: keep it, untouched, and say so
-            what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
-            reason = f"a second, different {what}; kept as it is, not loaded"
-            self._shadowed.setdefault(_identity(record), []).append(len(self.records))
-            self.records.append(UnusableLine(line, reason, first))
-            self._unusable += 1
+            more = [o for o in dict.fromkeys(record.observations) if o not in known]
+            merged = replace(first, observations=first.observations + more, text=None)
+            self.entities[record.name] = merged
+            self.records[first.slot] = merged
+            self._dirty.update((first.slot, at))  # both lines change at the next rewrite
+            return None
+        if isinstance(record, Relation) and record.extra == first.extra:
+            self._dirty.add(at)  # an exact copy: dropped at the next rewrite
+            return None
+        # A second version that differs: keep it, untouched, and say so.
+        what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
+        self._shadowed.setdefault(_identity(record), []).append(at)
+        self._unusable += 1
+        text = line.decode("utf-8", "surrogateescape")
+        return UnusableLine(text, f"a second, different {what}; kept as it is, not loaded", first)
+
+    def _replace(self, slot: int, record: Entity | Relation | UnusableLine) -> bool:
+        """Put `record` in the place of the record at `slot` if it is the same name (or both are unusable lines),
+        keeping its place in the order of names; False otherwise."""
+        old = self.records[slot]
+        if isinstance(record, UnusableLine) and isinstance(old, UnusableLine):
+            self._unusable += bool(record.reason) - bool(old.reason)
+        elif isinstance(record, Entity) and isinstance(old, Entity) and record.name == old.name:
+            self.entities[record.name] = record
+        elif isinstance(record, Relation) and isinstance(old, Relation) and record.key == old.key:
+            self.relations[record.key] = record
+            for end in (record.source, record.target):
+                self._relations_for(end)[record.key] = record
+        else:
+            return False
+        if not isinstance(record, UnusableLine):
+            record.slot = slot
+        self.records[slot] = record
+        return True
+
+    def _unplace(self, slot: int) -> None:
+        """Take the record at `slot` out, as if its line were gone from the file (for `patched`)."""
+        record = self.records[slot]
+        if isinstance(record, UnusableLine):
+            self._unusable -= bool(record.reason)
+        elif isinstance(record, Entity):
+            del self.entities[record.name]
+        elif isinstance(record, Relation):
+            del self.relations[record.key]
+            for end in (record.source, record.target):
+                self._relations_for(end).pop(record.key, None)
+        self.records[slot] = None
+        self._layout.set(slot, 0, 0)
+
+    def _mapped(self, segments: Sequence[Segment], new: Sequence[bytes]) -> tuple[list[int], list[tuple[int, bytes]]] | None:
+        """For `patched`: the slots whose line is gone, and each new line with the slot it takes (that of a gone line
+        between the same kept ranges, or a new one at the end); None when the segments do not fit this file."""
+        removed: list[int] = []
+        added: list[tuple[int, bytes]] = []
+        waiting: list[bytes] = []  # new lines without a slot yet
+        at, chunks = 0, iter(new)  # `at`: the first slot not accounted for
+        end_of_file = self._layout.offset(len(self.records))
+        for segment in [*segments, (end_of_file, end_of_file)]:
+            if isinstance(segment, int):
+                chunk = next(chunks, None)
+                if chunk is None or len(chunk) != segment or not chunk.endswith(b"\n"):
+                    return None
+                waiting += chunk[:-1].split(b"\n")
+                continue
+            start, end = self._layout.slot_at(segment[0]), self._layout.slot_at(segment[1])
+            if start is None or end is None or start < at or segment[0] > segment[1]:
+                return None
+            gone = [slot for slot in range(at, start) if self.records[slot] is not None]
+            removed += gone
+            while waiting and gone:
+                added.append((gone.pop(0), waiting.pop(0)))
+            if waiting and segment[0] != end_of_file:
+                return None  # more new lines than gone ones before a kept range: later slots would shift
+            at = max(at, end)
+        added += [(len(self.records) + number, line) for number, line in enumerate(waiting)]
+        for slot in removed:
+            record = self.records[slot]
+            if isinstance(record, UnusableLine) and record.shadows is not None:
+                return None
+            if isinstance(record, (Entity, Relation)) and _identity(record) in self._shadowed:
+                return None
+        return removed, added
+
+    def _clean(self) -> bool:
+        """Whether this graph is exactly its file on disk: nothing changed in memory, nothing waiting to be merged."""
+        return not self.edits and not self._dirty and self._on_disk == len(self.records)
+
+    def _grown_into(self, data: bytes, hashes: array[int]) -> bool:
+        """Whether `data` (whose lines hash to `hashes`) is this graph's file with bytes added at its end."""
+        if not (self._clean() and self._ends_with_newline):
+            return False
+        kept = self._layout.line_hashes()
+        size = self._layout.offset(len(self.records))
+        return len(kept) <= len(hashes) and hashes[: len(kept)] == kept and data[size - 1 : size] in (b"\n", b"")
+
+    def _reusable(self) -> dict[int, int]:
+        """Hash of a line -> the slot of its record, for the records that are exactly their line in the file (not
+        changed in memory since)."""
+        return {
+            digest: slot
+            for slot, (record, digest) in enumerate(zip(self.records[: self._on_disk], self._layout.hashes))
+            if isinstance(record, (Entity, Relation)) and slot not in self._dirty
+        }
+
+    def _copy(self) -> KnowledgeGraph:
+        """A graph of the same records and file, whose changes leave this one as it is."""
+        graph = KnowledgeGraph()
+        graph.records = list(self.records)
+        graph.entities = dict(self.entities)
+        graph.relations = dict(self.relations)
+        graph._relations_of = dict(self._relations_of)
+        graph._private = set()
+        graph._shadowed = {key: list(slots) for key, slots in self._shadowed.items()}
+        graph._unusable = self._unusable
+        graph._layout = self._layout.copy()
+        graph._on_disk = self._on_disk
+        graph._ends_with_newline = self._ends_with_newline
+        return graph
+
+    def _changes_from(self, previous: KnowledgeGraph) -> Changes:
+        entities = {name for name, e in self.entities.items() if previous.entities.get(name) is not e}
+        entities |= previous.entities.keys() - self.entities.keys()
+        relations = {key for key, r in self.relations.items() if previous.relations.get(key) is not r}
+        relations |= previous.relations.keys() - self.relations.keys()
+        return Changes(frozenset(entities), frozenset(relations))
+
+    def _relations_for(self, name: str) -> dict[tuple[str, str, str], Relation]:
+        """The relations touching `name`, in a dict this graph may change: a copy (`_copy`) shares these dicts with
+        its original until it changes one (`_private` names those it made its own; None: all are its own)."""
+        keys = self._relations_of.get(name)
+        if keys is None:
+            keys = self._relations_of[name] = {}
+        elif self._private is not None and name not in self._private:
+            keys = self._relations_of[name] = dict(keys)
+        if self._private is not None:
+            self._private.add(name)
+        return keys
 
     def _index(self, record: Entity | Relation, slot: int) -> None:
         record.slot = slot
@@ -281,18 +512,20 @@ class KnowledgeGraph:
         else:
             key = record.key
             self.relations[key] = record
-            self._relations_of.setdefault(record.source, {})[key] = record
-            self._relations_of.setdefault(record.target, {})[key] = record
+            self._relations_for(record.source)[key] = record
+            self._relations_for(record.target)[key] = record
 
     def _append(self, record: Entity | Relation) -> None:
         record.text = None
         self._index(record, len(self.records))
         self.records.append(record)
-        self._sizes.append(0)
+        self._layout.append(0, 0)
         self.edits.appended.append(record)
+        self.edits.touch(record)
 
     def _changed(self, record: Entity | Relation) -> None:
         record.text = None
+        self.edits.touch(record)
         if record.slot < self._on_disk:
             self._dirty.add(record.slot)
             self.edits.rewrite = True
@@ -304,6 +537,7 @@ class KnowledgeGraph:
             self._dirty.add(slot)
             self._unusable -= 1
         self.records[record.slot] = None
+        self.edits.touch(record)
         if record.slot < self._on_disk:
             self._dirty.add(record.slot)
             self.edits.rewrite = True
@@ -313,8 +547,22 @@ class KnowledgeGraph:
     def _remove_relation(self, relation: Relation) -> None:
         del self.relations[relation.key]
         for end in (relation.source, relation.target):
-            self._relations_of.get(end, {}).pop(relation.key, None)
+            self._relations_for(end).pop(relation.key, None)
         self._remove_record(relation)
+
+
+def _decode(line: bytes) -> Entity | Relation | UnusableLine:
+    """The record a line of the file holds, or the line kept verbatim with the reason it cannot be used."""
+    text = line.decode("utf-8", "surrogateescape")
+    if not text.strip():
+        return UnusableLine(text, None)
+    parsed = parse_or_problem(text)
+    try:
+        if isinstance(parsed, ValueError):
+            raise parsed
+        return record_of(parsed, text)
+    except ValueError as problem:
+        return UnusableLine(text, str(problem))
 
 
 def _text_of(record: Entity | Relation | UnusableLine) -> str:

@@ -26,12 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-import numpy as np
-
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, tokenize, words
 from memory_server.store import GraphStore
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
@@ -410,6 +414,11 @@ class Searcher:
                 index = self._index(kind, store, graph)
                 if embedder is not None and isinstance(index, GraphIndex):
                     index.embed(embedder)
+
+    def forget(self, path: Path) -> None:
+        """Drop the indexes of the memory at `path` (its store released its graph to free memory)."""
+        for key in [key for key in list(self._indexes) if key[0] == path]:
+            self._indexes.pop(key, None)
 
     def _index(self, kind: type[IndexT], store: GraphStore, graph: KnowledgeGraph) -> IndexT:
         """The index of `kind` for the graph the store holds now (called while the store is held for reading)."""

@@ -358,13 +358,15 @@ class MemoryTools:
         except MemoryServerError as problem:
             failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
             return failed, store, False
+        finally:
+            self.live.trim()
         warnings = self._warnings(store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
         text = present.text(resolved, warnings, text)
         result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-        return result, store, store.version != version
+        return result, store, store.version != version and store.announce()
 
     def _search_everywhere(
         self,
@@ -390,6 +392,7 @@ class MemoryTools:
             structured["search"]["note"] = "; ".join(filter(None, [structured["search"]["note"], note]))
         warnings = self.contexts.problems()
         warnings += [w for w in (self.contexts.store(r).take_warning() for r in searched) if w]
+        self.live.trim()
         if warnings:
             structured["warnings"] = warnings
         header = f"[memory: * → {', '.join(r.name for r in searched)}]"
