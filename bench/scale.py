@@ -16,8 +16,8 @@ memory_server`, the official one as vs_upstream installs it (npm, pinned version
   the official server's substring search before and after its own write stands beside.
 - idle: a writer and two idle servers on one file (each idle one has searched once, so it holds an index, and
   opened a node). The writer makes --writes one-observation writes, 0.2 s apart; CPU-seconds (user + system, from
-  /proc) of each process over the writes and 3 s after, per write. Then the first call on an idle server (where
-  deferred work is paid). Once with our server as the writer, once with the official one (another program).
+  /proc) of each process from the first write until none has used CPU for 2 s, per write. Then the first search on
+  an idle server (where deferred work is paid). Once with our server as the writer, once with the official one.
 - rss: resident memory (VmRSS, and the peak VmHWM) of a server with an empty memory after its first search while
   a large memory's vector cache exists; of a server on 10k entities after the official tools (and after one of our
   searches); of a server that touched 40 project memories of about 2 MB each (open_nodes, then add_observations).
@@ -69,6 +69,7 @@ from vs_upstream import (  # noqa: E402 - the official server as vs_upstream ins
 )
 
 PARTS = ("search", "idle", "rss", "start", "writes")
+SHARED_HOME: list[Path | None] = [None]  # set by main: where our servers keep their registry, data and vectors
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -146,8 +147,10 @@ def copy_of(master: Path, work: Path, label: str) -> Path:
 
 
 def ours(memory: Path, code: Path | None, home: Path | None = None, **env: str) -> ServerSpec:
-    """Our server on `memory`; its registry, data and vector cache in `home` (default: the memory's folder)."""
+    """Our server on `memory`; its registry, data and vector cache in `home` (default: one folder for the whole
+    run, so a memory is embedded once however many servers search it)."""
     spec = ours_spec(memory)
+    home = home or SHARED_HOME[0]
     if home is not None:
         spec.env.update(
             MEMORY_CONTEXTS_DIR=str(home / "contexts-config"),
@@ -211,11 +214,10 @@ async def part_search(args: argparse.Namespace, work: Path, entry: Path | None) 
     for size in args.sizes:
         n = entities_for(size)
         memory = copy_of(graph_file(work, n), work, "search")
-        cache = memory.parent
         figures: dict[str, list[float]] = {key: [] for key in ("none", "own", "other", "append")}
         async with (
             started(ours(memory, args.code), args.timeout) as me,
-            started(ours(memory, args.code, home=cache), args.timeout) as other,
+            started(ours(memory, args.code), args.timeout) as other,
         ):
             first = await call(me, "search_nodes", query(0), args.timeout)
             await call(other, "open_nodes", {"names": [person_name(0)]}, args.timeout)
@@ -245,7 +247,9 @@ async def part_search(args: argparse.Namespace, work: Path, entry: Path | None) 
     )
 
 
-async def official_search(args: argparse.Namespace, work: Path, entry: Path, n: int) -> tuple[float | None, float | None]:
+async def official_search(
+    args: argparse.Namespace, work: Path, entry: Path, n: int
+) -> tuple[float | None, float | None]:
     memory = copy_of(graph_file(work, n), work, "official-search")
     before, after = [], []
     async with started(official(entry, memory), args.timeout) as up:
@@ -283,12 +287,12 @@ async def part_idle(args: argparse.Namespace, work: Path, entry: Path | None) ->
                     await call(server, "open_nodes", {"names": [person_name(1)]}, args.timeout)
                 writer = await stack.enter_async_context(started(writer_spec, args.timeout))
                 await call(writer, "open_nodes", {"names": [person_name(1)]}, args.timeout)
-                await anyio.sleep(3)  # everything settled: watchers, model loading, vector cache saves
+                await settled([writer, *idle])  # watchers, model loading, vector cache saves
                 before = [cpu_seconds(s.pid) for s in (writer, *idle)]
                 for k in range(1, args.writes + 1):
                     await call(writer, "add_observations", addition(n, k, "w"), args.timeout)
                     await anyio.sleep(0.2)
-                await anyio.sleep(3)
+                await settled([writer, *idle])
                 spent = [cpu_seconds(s.pid) - b for s, b in zip((writer, *idle), before)]
                 next_search = await call(idle[0], "search_nodes", query(1), args.timeout)
             per_write = [s / args.writes for s in spent]
@@ -299,10 +303,24 @@ async def part_idle(args: argparse.Namespace, work: Path, entry: Path | None) ->
             )
     print("\n".join(rows))
     print(
-        f"\n{args.writes} add_observations of one observation each, 0.2 s apart; CPU-seconds (user + system) over the "
-        "writes and 3 s after. The idle servers' next search pays whatever they deferred.\n",
+        f"\n{args.writes} add_observations of one observation each, 0.2 s apart; CPU-seconds (user + system) from the "
+        "first write until no server has used CPU for 2 s. The idle servers' next search pays what they deferred.\n",
         flush=True,
     )
+
+
+async def settled(servers: list[Running], quiet: float = 2.0, longest: float = 300.0) -> None:
+    """Wait until none of `servers` has used CPU for `quiet` seconds (at most `longest`): work an outside write
+    started (a re-read, a re-index) is counted however long it takes."""
+    began, last = time.monotonic(), [cpu_seconds(s.pid) for s in servers]
+    still_since = time.monotonic()
+    while time.monotonic() - began < longest:
+        await anyio.sleep(0.5)
+        now = [cpu_seconds(s.pid) for s in servers]
+        if now != last:
+            last, still_since = now, time.monotonic()
+        elif time.monotonic() - still_since >= quiet:
+            return
 
 
 # ---- resident memory ------------------------------------------------------------------------------------------
@@ -326,32 +344,31 @@ def rss_cell(pid: int | None) -> str:
 async def rss_empty_memory(args: argparse.Namespace, work: Path, entry: Path | None) -> str:
     """A large memory is searched first in the same cache folder, so its vectors are cached when the empty memory's
     server starts: what that server holds after its first search is what the other caches cost it."""
-    home = work / f"shared-home-{uuid.uuid4().hex[:8]}"
     big = copy_of(graph_file(work, entities_for(max(args.sizes))), work, "big")
-    async with started(ours(big, args.code, home=home), args.timeout) as server:
+    async with started(ours(big, args.code), args.timeout) as server:
         await call(server, "search_nodes", query(0), args.timeout)
-    empty = copy_of(work / "no-such-graph.jsonl", work, "empty")
-    async with started(ours(empty, args.code, home=home), args.timeout) as server:
+    async with started(ours(copy_of(work / "none.jsonl", work, "empty"), args.code), args.timeout) as server:
         await call(server, "search_nodes", query(1), args.timeout)
         ours_cell = rss_cell(server.pid)
     official_cell = "–"
     if entry is not None:
-        async with started(official(entry, copy_of(work / "no-such-graph.jsonl", work, "empty-up")), args.timeout) as up:
+        async with started(official(entry, copy_of(work / "none.jsonl", work, "empty-up")), args.timeout) as up:
             await call(up, "search_nodes", {"query": "espresso"}, args.timeout)
             official_cell = rss_cell(up.pid)
+    home = SHARED_HOME[0] or work
     cache = sum(f.stat().st_size for f in home.rglob("*") if f.is_file() and "xdg-cache" in f.parts) / 2**20
-    return f"| empty memory, after its first search ({cache:.0f} MiB of vector cache on disk) | {ours_cell} | {official_cell} |"
+    label = f"empty memory, after its first search ({cache:.0f} MiB of other memories' vectors cached on disk)"
+    return f"| {label} | {ours_cell} | {official_cell} |"
 
 
 async def official_tools(server: Running, n: int, timeout: float) -> None:
     """The calls both servers have: open, substring search, create, add and delete an observation."""
+    substring = {"mode": "keyword"} if server.spec.label == "ours" else {}
     await call(server, "open_nodes", {"names": [person_name(3)]}, timeout)
-    await call(server, "search_nodes", {"query": person_name(5)} | ({"mode": "keyword"} if server.spec.label == "ours" else {}), timeout)
+    await call(server, "search_nodes", {"query": person_name(5), **substring}, timeout)
     await call(server, "create_entities", newcomer(1, "rss"), timeout)
     await call(server, "add_observations", addition(n, 1, "rss"), timeout)
-    i = 11
-    target = f"Reports to {person_name(partner_of(i, n))} on the quarterly roadmap"
-    await call(server, "delete_observations", {"deletions": [{"entityName": person_name(i), "observations": [target]}]}, timeout)
+    await call(server, "delete_observations", point_arguments("delete_observations", n, 11), timeout)
 
 
 async def rss_ten_thousand(args: argparse.Namespace, work: Path, entry: Path | None) -> list[str]:
@@ -368,7 +385,8 @@ async def rss_ten_thousand(args: argparse.Namespace, work: Path, entry: Path | N
         await call(server, "search_nodes", query(2), args.timeout)
         after_search = rss_cell(server.pid)
     return [
-        f"| 10,000 entities, after open, substring search, create, add and delete observations | {after_tools} | {official_cell} |",
+        f"| 10,000 entities, after open, substring search, create, add, delete observations | {after_tools} "
+        f"| {official_cell} |",
         f"| the same, then one of our default searches | {after_search} | – |",
     ]
 
@@ -399,7 +417,8 @@ async def rss_projects(args: argparse.Namespace, work: Path) -> str:
             await call(server, "add_observations", {**addition(4_800, number, "p"), **where}, args.timeout)
         end = memory_mib(server.pid) or 0.0
         peak = memory_mib(server.pid, "VmHWM") or 0.0
-    return f"| 40 project memories of {master.stat().st_size / 1e6:.1f} MB touched: RSS {start:.0f} → {end:.0f} (+{end - start:.0f}) | {end:.0f} ({peak:.0f}) | – |"
+    label = f"40 project memories of {master.stat().st_size / 1e6:.1f} MB touched: {start:.0f} → {end:.0f} MiB"
+    return f"| {label} (+{end - start:.0f}) | {end:.0f} ({peak:.0f}) | – |"
 
 
 # ---- start-up ------------------------------------------------------------------------------------------------
@@ -449,7 +468,8 @@ def import_profile(code: Path | None) -> str:
                 total += int(match.group(1))
                 heavy.append((int(match.group(1)), match.group(2).strip()))
         biggest = ", ".join(f"{name} {us / 1000:.0f}" for us, name in sorted(heavy, reverse=True)[:4])
-        loaded = [name for name in ("numpy", "model2vec", "mcp", "pydantic") if re.search(rf"\| +{name}$", done.stderr, re.M)]
+        heavy_ones = ("numpy", "model2vec", "mcp", "pydantic")
+        loaded = [name for name in heavy_ones if re.search(rf"\| +{name}$", done.stderr, re.M)]
         lines.append(f"- importtime, {label}: {total / 1000:.0f} ms of imports (largest: {biggest} ms); "
                      f"loaded: {', '.join(loaded) or 'none of numpy, model2vec, mcp, pydantic'}")
     return "\n".join(lines) + "\n"
@@ -559,6 +579,7 @@ async def main_async(args: argparse.Namespace) -> None:
           f"@modelcontextprotocol/server-memory@{UPSTREAM_VERSION}; sizes {args.sizes} observations; "
           f"load {load()}\n", flush=True)
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
+        SHARED_HOME[0] = Path(folder) / "shared-home"
         for part in args.only:
             await RUNNERS[part](args, Path(folder), entry)
 
@@ -568,11 +589,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", default=",".join(PARTS), help=f"parts to run, comma-separated: {', '.join(PARTS)}")
     parser.add_argument("--sizes", default="10000,50000,200000", help="observations (5 per entity), comma-separated")
     parser.add_argument("--repeat", type=int, default=9, help="calls per median (default 9)")
-    parser.add_argument("--writes", type=int, default=30, help="writes in the idle part (default 30)")
+    parser.add_argument("--writes", type=int, default=20, help="writes in the idle part (default 20)")
     parser.add_argument("--starts", type=int, default=7, help="starts per server in the start part (default 7)")
     parser.add_argument("--code", type=Path, help="the checkout whose memory_server runs (default: this one)")
     parser.add_argument("--no-official", action="store_true", help="leave the official server out")
-    parser.add_argument("--upstream-dir", type=Path, default=Path(tempfile.gettempdir()) / f"mcp-server-memory-{UPSTREAM_VERSION}")
+    upstream = Path(tempfile.gettempdir()) / f"mcp-server-memory-{UPSTREAM_VERSION}"
+    parser.add_argument("--upstream-dir", type=Path, default=upstream, help="npm prefix of the official server")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds for start-up and each call")
     args = parser.parse_args()
     args.only = [part.strip() for part in args.only.split(",") if part.strip()]

@@ -270,16 +270,17 @@ class Contexts:
         """Release the parsed graphs of the memories used least recently, beyond `limit` bytes of files or unused
         for `idle` seconds; never the one used last nor, once idle, the active context's. Returns those released."""
         stores = sorted(self.open_stores(), key=lambda store: store.last_used, reverse=True)
-        now, held, active = time.monotonic(), 0, None
+        now, held = time.monotonic(), 0
+        active: list[GraphStore | None] = []  # looked up once, when first needed
         released = []
         for store in stores[1:]:
             size = store.resident_bytes
             if not size:
                 continue
             expired = now - store.last_used > idle
-            if expired and active is None:
-                active = self._active_store()
-            if (held + size > limit or expired) and store is not active and store.release():
+            if expired and not active:
+                active.append(self._active_store())
+            if (held + size > limit or expired) and store not in active and store.release():
                 released.append(store)
             else:
                 held += size

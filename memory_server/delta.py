@@ -54,7 +54,8 @@ def compose(first: Sequence[Segment], second: Sequence[Segment]) -> list[Segment
             ends = begins + (piece if isinstance(piece, int) else piece[1] - piece[0])
             part = min(high, ends)
             if part > low:
-                _add(composed, part - low if isinstance(piece, int) else (piece[0] + low - begins, piece[0] + part - begins))
+                kept = (piece[0] + low - begins, piece[0] + part - begins) if isinstance(piece, tuple) else part - low
+                _add(composed, kept)
                 low = part
             number += 1
     return composed
@@ -82,7 +83,8 @@ def record(lock_path: Path, before: Stamp | None, after: Stamp, segments: list[S
             entries = [(base, compose(steps, segments)) for base, steps in known[1][-(KEEP - 1) :]]
         entries.append((before, segments))
     while True:
-        value = json.dumps({"to": list(after), "from": [[list(b), _plain(s)] for b, s in entries]}, separators=(",", ":"))
+        known_states = [[list(base), _plain(steps)] for base, steps in entries]
+        value = json.dumps({"to": list(after), "from": known_states}, separators=(",", ":"))
         if len(value) <= _MAX_BYTES or not entries:
             break
         entries.pop(0)
@@ -101,7 +103,7 @@ def find(lock_path: Path, base: Stamp, current: Stamp) -> list[Segment] | None:
 def _read(lock_path: Path) -> tuple[Stamp, list[tuple[Stamp, list[Segment]]]] | None:
     try:
         data = json.loads(_getxattr(lock_path))
-        entries = [(Stamp(*base), [s if isinstance(s, int) else (s[0], s[1]) for s in steps]) for base, steps in data["from"]]
+        entries = [(Stamp(*base), [_segment(s) for s in steps]) for base, steps in data["from"]]
         return Stamp(*data["to"]), entries
     except (AttributeError, OSError, ValueError, TypeError, KeyError, IndexError):
         return None
@@ -122,6 +124,10 @@ def _add(segments: list[Segment], segment: Segment) -> None:
         segments[-1] = (last[0], segment[1])
         return
     segments.append(segment)
+
+
+def _segment(value: int | list[int]) -> Segment:
+    return value if isinstance(value, int) else (int(value[0]), int(value[1]))
 
 
 def _plain(segments: list[Segment]) -> list[int | list[int]]:

@@ -19,54 +19,34 @@ from __future__ import annotations
 
 import itertools
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memory_server.errors import EntityNotFoundError
 
 # The records and their line codec live in jsonl.py; they are also imported from here.
+from memory_server.follow import Changes, Following, Segment  # noqa: F401
 from memory_server.jsonl import (  # noqa: F401
     Entity,
     Relation,
+    UnusableLine,
     decode_line,
+    decode_record,
     encode_entity,
     encode_relation,
     json_line,
+    identity,
     parse_or_problem,
     record_of,
 )
 from memory_server.layout import Layout
 
 
-@dataclass(eq=False)
-class UnusableLine:
-    """A line kept verbatim because it is not an entity or a relation. Blank lines have no reason."""
-
-    text: str
-    reason: str | None
-    shadows: Entity | Relation | None = None  # the record this line is a differing second version of
-
-
 @dataclass(frozen=True)
 class SkippedLine:
     line_number: int
     reason: str
-
-
-@dataclass(frozen=True)
-class Changes:
-    """What differs between two states of a graph: the names of the entities and the keys of the relations that
-    were added, changed or removed. It may name more than changed, never less."""
-
-    entities: frozenset[str] = frozenset()
-    relations: frozenset[tuple[str, str, str]] = frozenset()
-
-    def __or__(self, other: Changes) -> Changes:
-        return Changes(self.entities | other.entities, self.relations | other.relations)
-
-    def __bool__(self) -> bool:
-        return bool(self.entities or self.relations)
 
 
 @dataclass
@@ -95,10 +75,9 @@ class Edits:
 Record = Entity | Relation | UnusableLine | None  # None: a removed line (or a duplicate merged into another)
 Span = tuple[int, int]  # bytes [start, end) of the file as it is on disk now
 Plan = list[Span | bytes]  # the new file: ranges copied from the old one, and new bytes
-Segment = Span | int  # how a file became its next state: a range of the old file kept, or so many new bytes
 
 
-class KnowledgeGraph:
+class KnowledgeGraph(Following):
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.entities: dict[str, Entity] = {}
@@ -150,7 +129,7 @@ class KnowledgeGraph:
         reusable = previous._reusable() if previous is not None else {}
         for line, digest in zip(raw, hashes):
             slot = reusable.pop(digest, None) if reusable else None
-            graph._place(_decode(line) if slot is None else previous.records[slot], line)  # type: ignore[union-attr, arg-type]
+            graph._place(decode_record(line) if slot is None else previous.records[slot], line)  # type: ignore[union-attr, arg-type]
             graph.parsed_lines += slot is None
         graph.built_by = "parsed" if previous is None else "reread"
         sizes = array("q", [len(line) + 1 for line in raw])
@@ -160,41 +139,6 @@ class KnowledgeGraph:
         graph._ends_with_newline = ends_with_newline
         graph._on_disk = len(graph.records)
         return graph, (graph._changes_from(previous) if previous is not None else None)
-
-    def patched(self, segments: Sequence[Segment], new: Sequence[bytes]) -> tuple[KnowledgeGraph, Changes] | None:
-        """The graph of the state this graph's file went to, as `segments` tell it (ranges of this graph's file that
-        were kept, in order, and counts of new bytes, which `new` holds in the same order). Only the new lines are
-        parsed; kept records are the same objects. None when this graph cannot tell (new lines in the middle that
-        do not take the place of gone ones, a name that would then be in the file twice...): read the whole file."""
-        if not (self._clean() and self._ends_with_newline):
-            return None
-        mapped = self._mapped(segments, new)
-        if mapped is None:
-            return None
-        removed, added = mapped
-        graph = self._copy()
-        refilled = {slot for slot, _ in added if slot < len(self.records)}
-        for slot in removed:
-            if slot not in refilled:
-                graph._unplace(slot)
-        for slot, line in added:
-            record = _decode(line)
-            if slot == len(graph.records):
-                graph._layout.append(len(line) + 1, hash(line))
-                graph._place(record, line)
-            elif not graph._replace(slot, record):
-                return None  # another name in the place of a line: the order of names would change
-            else:
-                graph._layout.set(slot, len(line) + 1, hash(line))
-        if graph._collided:
-            return None  # two lines for one name: the full read works out which one is loaded
-        graph._on_disk = len(graph.records)
-        graph.built_by, graph.parsed_lines = "grown", len(added)
-        touched = [self.records[slot] for slot in removed] + [graph.records[slot] for slot, _ in added]
-        return graph, Changes(
-            frozenset(r.name for r in touched if isinstance(r, Entity)),
-            frozenset(r.key for r in touched if isinstance(r, Relation)),
-        )
 
     def skipped_lines(self) -> list[SkippedLine]:
         """Unusable lines with their 1-based numbers in the file on disk."""
@@ -378,120 +322,14 @@ class KnowledgeGraph:
             return None
         # A second version that differs: keep it, untouched, and say so.
         what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
-        self._shadowed.setdefault(_identity(record), []).append(at)
+        self._shadowed.setdefault(identity(record), []).append(at)
         self._unusable += 1
         text = line.decode("utf-8", "surrogateescape")
         return UnusableLine(text, f"a second, different {what}; kept as it is, not loaded", first)
 
-    def _replace(self, slot: int, record: Entity | Relation | UnusableLine) -> bool:
-        """Put `record` in the place of the record at `slot` if it is the same name (or both are unusable lines),
-        keeping its place in the order of names; False otherwise."""
-        old = self.records[slot]
-        if isinstance(record, UnusableLine) and isinstance(old, UnusableLine):
-            self._unusable += bool(record.reason) - bool(old.reason)
-        elif isinstance(record, Entity) and isinstance(old, Entity) and record.name == old.name:
-            self.entities[record.name] = record
-        elif isinstance(record, Relation) and isinstance(old, Relation) and record.key == old.key:
-            self.relations[record.key] = record
-            for end in (record.source, record.target):
-                self._relations_for(end)[record.key] = record
-        else:
-            return False
-        if not isinstance(record, UnusableLine):
-            record.slot = slot
-        self.records[slot] = record
-        return True
-
-    def _unplace(self, slot: int) -> None:
-        """Take the record at `slot` out, as if its line were gone from the file (for `patched`)."""
-        record = self.records[slot]
-        if isinstance(record, UnusableLine):
-            self._unusable -= bool(record.reason)
-        elif isinstance(record, Entity):
-            del self.entities[record.name]
-        elif isinstance(record, Relation):
-            del self.relations[record.key]
-            for end in (record.source, record.target):
-                self._relations_for(end).pop(record.key, None)
-        self.records[slot] = None
-        self._layout.set(slot, 0, 0)
-
-    def _mapped(self, segments: Sequence[Segment], new: Sequence[bytes]) -> tuple[list[int], list[tuple[int, bytes]]] | None:
-        """For `patched`: the slots whose line is gone, and each new line with the slot it takes (that of a gone line
-        between the same kept ranges, or a new one at the end); None when the segments do not fit this file."""
-        removed: list[int] = []
-        added: list[tuple[int, bytes]] = []
-        waiting: list[bytes] = []  # new lines without a slot yet
-        at, chunks = 0, iter(new)  # `at`: the first slot not accounted for
-        end_of_file = self._layout.offset(len(self.records))
-        for segment in [*segments, (end_of_file, end_of_file)]:
-            if isinstance(segment, int):
-                chunk = next(chunks, None)
-                if chunk is None or len(chunk) != segment or not chunk.endswith(b"\n"):
-                    return None
-                waiting += chunk[:-1].split(b"\n")
-                continue
-            start, end = self._layout.slot_at(segment[0]), self._layout.slot_at(segment[1])
-            if start is None or end is None or start < at or segment[0] > segment[1]:
-                return None
-            gone = [slot for slot in range(at, start) if self.records[slot] is not None]
-            removed += gone
-            while waiting and gone:
-                added.append((gone.pop(0), waiting.pop(0)))
-            if waiting and segment[0] != end_of_file:
-                return None  # more new lines than gone ones before a kept range: later slots would shift
-            at = max(at, end)
-        added += [(len(self.records) + number, line) for number, line in enumerate(waiting)]
-        for slot in removed:
-            record = self.records[slot]
-            if isinstance(record, UnusableLine) and record.shadows is not None:
-                return None
-            if isinstance(record, (Entity, Relation)) and _identity(record) in self._shadowed:
-                return None
-        return removed, added
-
     def _clean(self) -> bool:
         """Whether this graph is exactly its file on disk: nothing changed in memory, nothing waiting to be merged."""
         return not self.edits and not self._dirty and self._on_disk == len(self.records)
-
-    def _grown_into(self, data: bytes, hashes: array[int]) -> bool:
-        """Whether `data` (whose lines hash to `hashes`) is this graph's file with bytes added at its end."""
-        if not (self._clean() and self._ends_with_newline):
-            return False
-        kept = self._layout.line_hashes()
-        size = self._layout.offset(len(self.records))
-        return len(kept) <= len(hashes) and hashes[: len(kept)] == kept and data[size - 1 : size] in (b"\n", b"")
-
-    def _reusable(self) -> dict[int, int]:
-        """Hash of a line -> the slot of its record, for the records that are exactly their line in the file (not
-        changed in memory since)."""
-        return {
-            digest: slot
-            for slot, (record, digest) in enumerate(zip(self.records[: self._on_disk], self._layout.hashes))
-            if isinstance(record, (Entity, Relation)) and slot not in self._dirty
-        }
-
-    def _copy(self) -> KnowledgeGraph:
-        """A graph of the same records and file, whose changes leave this one as it is."""
-        graph = KnowledgeGraph()
-        graph.records = list(self.records)
-        graph.entities = dict(self.entities)
-        graph.relations = dict(self.relations)
-        graph._relations_of = dict(self._relations_of)
-        graph._private = set()
-        graph._shadowed = {key: list(slots) for key, slots in self._shadowed.items()}
-        graph._unusable = self._unusable
-        graph._layout = self._layout.copy()
-        graph._on_disk = self._on_disk
-        graph._ends_with_newline = self._ends_with_newline
-        return graph
-
-    def _changes_from(self, previous: KnowledgeGraph) -> Changes:
-        entities = {name for name, e in self.entities.items() if previous.entities.get(name) is not e}
-        entities |= previous.entities.keys() - self.entities.keys()
-        relations = {key for key, r in self.relations.items() if previous.relations.get(key) is not r}
-        relations |= previous.relations.keys() - self.relations.keys()
-        return Changes(frozenset(entities), frozenset(relations))
 
     def _relations_for(self, name: str) -> dict[tuple[str, str, str], Relation]:
         """The relations touching `name`, in a dict this graph may change: a copy (`_copy`) shares these dicts with
@@ -532,7 +370,7 @@ class KnowledgeGraph:
 
     def _remove_record(self, record: Entity | Relation) -> None:
         # Its differing second versions go too: left in the file, the next reader would load one of them.
-        for slot in self._shadowed.pop(_identity(record), []):
+        for slot in self._shadowed.pop(identity(record), []):
             self.records[slot] = None
             self._dirty.add(slot)
             self._unusable -= 1
@@ -551,30 +389,12 @@ class KnowledgeGraph:
         self._remove_record(relation)
 
 
-def _decode(line: bytes) -> Entity | Relation | UnusableLine:
-    """The record a line of the file holds, or the line kept verbatim with the reason it cannot be used."""
-    text = line.decode("utf-8", "surrogateescape")
-    if not text.strip():
-        return UnusableLine(text, None)
-    parsed = parse_or_problem(text)
-    try:
-        if isinstance(parsed, ValueError):
-            raise parsed
-        return record_of(parsed, text)
-    except ValueError as problem:
-        return UnusableLine(text, str(problem))
-
-
 def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if isinstance(record, UnusableLine):
         return record.text
     if record.text is None:
         record.text = encode_entity(record) if isinstance(record, Entity) else encode_relation(record)
     return record.text
-
-
-def _identity(record: Entity | Relation) -> tuple[Any, ...]:
-    return ("entity", record.name) if isinstance(record, Entity) else ("relation", *record.key)
 
 
 def _mergeable(first: Entity, second: Entity) -> bool:

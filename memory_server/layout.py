@@ -27,7 +27,8 @@ class Layout:
 
     def copy(self) -> Layout:
         layout = Layout()
-        layout.sizes, layout.hashes, layout._blocks = array("q", self.sizes), array("q", self.hashes), list(self._blocks)
+        layout.sizes, layout.hashes = array("q", self.sizes), array("q", self.hashes)
+        layout._blocks = list(self._blocks)
         return layout
 
     def append(self, size: int, digest: int) -> None:

@@ -80,7 +80,7 @@ LOGGED_CHANGES = 64  # states `changes_since` can answer for
 class Load:
     """How the graph was last brought up to date with its file (for the debug log, tests and benchmarks)."""
 
-    how: str  # "parsed": every line; "reread": the changed lines; "grown": the added lines; "followed": a recorded write's
+    how: str  # lines parsed: "parsed" every one, "reread" the changed, "grown" the added, "followed" those recorded
     bytes_read: int
     lines_parsed: int
 
@@ -360,9 +360,8 @@ class GraphStore:
         self._advance(changes)
         self.last_load = Load(graph.built_by, read, graph.parsed_lines)
         self.loads[graph.built_by] += 1
-        logger.debug(
-            "%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, *self.last_load.__dict__.values(), self.version
-        )
+        logger.debug("%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, graph.built_by, read,
+                     graph.parsed_lines, self.version)
         return graph
 
     def _advance(self, changes: Changes | None) -> None:

@@ -316,10 +316,9 @@ def _memories(tmp_path: Path, count: int) -> tuple[Contexts, list]:
     """`count` static contexts whose files hold about 20 KB each, all read once, oldest first."""
     contexts_list = [{"name": "default", "path": str(tmp_path / "default.jsonl")}]
     contexts_list += [{"name": f"m{i}", "path": str(tmp_path / f"m{i}.jsonl")} for i in range(count)]
+    lines = [{"type": "entity", "name": f"e{j}", "entityType": "t", "observations": ["x" * 90]} for j in range(150)]
     for i in range(count):
-        (tmp_path / f"m{i}.jsonl").write_text(
-            "".join(json.dumps({"type": "entity", "name": f"e{j}", "entityType": "t", "observations": ["x" * 90]}) + "\n" for j in range(150))
-        )
+        (tmp_path / f"m{i}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     contexts = Contexts(registry_in(tmp_path / "cfg", {"activeContext": "default", "contexts": contexts_list}))
     stores = []
     for i in range(count):

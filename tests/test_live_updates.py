@@ -84,7 +84,8 @@ async def test_an_idle_server_reads_nothing_when_another_process_writes_and_then
     """Issue 14: another process's writes cost an idle server a `stat` each (its subscribers are still told at
     once); its next call reads only the lines those writes changed."""
     memory = tmp_path / "shared.jsonl"
-    memory.write_text("".join(json.dumps({"type": "entity", "name": f"e{i}", "entityType": "t", "observations": ["x"]}) + "\n" for i in range(300)))
+    lines = [{"type": "entity", "name": f"e{i}", "entityType": "t", "observations": ["x"]} for i in range(300)]
+    memory.write_text("".join(json.dumps(line) + "\n" for line in lines))
     log = tmp_path / "idle-server.log"
     updates = Updates()
     idle_env = server_env(MEMORY_FILE_PATH=memory, MEMORY_LOG_LEVEL="debug")
@@ -98,7 +99,8 @@ async def test_an_idle_server_reads_nothing_when_another_process_writes_and_then
             await anyio.sleep(0.5)  # the folder is watched
             loads = log.read_text().count("lines parsed")
             for i in range(5):
-                await ok(writer, "add_observations", observations=[{"entityName": f"e{i * 50}", "contents": [f"new {i}"]}])
+                addition = {"entityName": f"e{i * 50}", "contents": [f"new {i}"]}
+                await ok(writer, "add_observations", observations=[addition])
                 await updates.wait("memory://knowledge-graph")
                 updates.uris.clear()
             await anyio.sleep(0.5)

@@ -527,7 +527,8 @@ else:
 
 def another_server(path: Path, action: str) -> None:
     """One write by a server in another process (our code, so it records what it wrote)."""
-    done = subprocess.run([sys.executable, "-c", OTHER_SERVER, str(path), action], capture_output=True, text=True, timeout=60)
+    command = [sys.executable, "-c", OTHER_SERVER, str(path), action]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
