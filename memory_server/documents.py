@@ -21,10 +21,15 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memory_server.graph import Entity
+from memory_server.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 
 def entity_texts(name: str, entity_type: str, observations: Sequence[str]) -> list[str]:

@@ -14,15 +14,20 @@ time, and live in one place: the index.
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memory_server.documents import Delta, Documents, ObservationList
 from memory_server.embeddings import BATCH, Embedder
 from memory_server.graph import KnowledgeGraph
+from memory_server.lazy import lazy_module
 from memory_server.lexical import LexicalIndex, tokenize
 from memory_server.vector_cache import VectorCache, text_keys
 from memory_server.vectors import VectorRows
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 COMPACT_SHARE = 4  # an index drops its dead rows once they are a quarter of its documents
 COMPACT_AFTER = 4096  # and more than this many

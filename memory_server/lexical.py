@@ -10,9 +10,16 @@ import functools
 import re
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import Stemmer
+
+from memory_server.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 _K1, _B = 1.2, 0.4  # a milder length normalisation than the textbook 0.75 suits short observations
 

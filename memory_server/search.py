@@ -35,16 +35,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-import numpy as np
-
 from memory_server.documents import Snapshot
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.index import DocumentIndex
+from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, words
 from memory_server.store import GraphStore
 from memory_server.user import User, role_documents, user_of
 from memory_server.vector_cache import VectorCache
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
@@ -454,6 +458,13 @@ class Searcher:
                 with self._using(kind, store, graph) as index:
                     if embedder is not None and isinstance(index, GraphIndex):
                         index.embed(embedder)
+
+    def forget(self, path: Path) -> None:
+        """Drop the indexes of the memory at `path` (its store released its graph to free memory)."""
+        with self._mutex:
+            for key in [key for key in self._indexes if key[0] == path]:
+                del self._indexes[key]
+                self.released += 1
 
     def holds(self, store: GraphStore, kind: type = GraphIndex) -> GraphIndex | KeywordIndex | None:
         """The index of `kind` kept for `store`'s file, if any (as it was last used)."""

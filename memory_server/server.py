@@ -24,6 +24,7 @@ from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError, ReadOnlyError, echo
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.handshake import SERVER_NAME, EarlyStart
 from memory_server.models import (
     EntitiesResult,
     EntityItem,
@@ -358,13 +359,15 @@ class MemoryTools:
         except MemoryServerError as problem:
             failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
             return failed, store, False
+        finally:
+            self.live.trim()
         warnings = self._warnings(store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
         text = present.text(resolved, warnings, text)
         result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-        return result, store, store.version != version
+        return result, store, store.version != version and store.announce()
 
     def _search_everywhere(
         self,
@@ -390,6 +393,7 @@ class MemoryTools:
             structured["search"]["note"] = "; ".join(filter(None, [structured["search"]["note"], note]))
         warnings = self.contexts.problems()
         warnings += [w for w in (self.contexts.store(r).take_warning() for r in searched) if w]
+        self.live.trim()
         if warnings:
             structured["warnings"] = warnings
         header = f"[memory: * → {', '.join(r.name for r in searched)}]"
@@ -503,6 +507,7 @@ def build_server(
     context_admin: bool = True,
     project_boost: float = PROJECT_BOOST,
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS,
+    instructions: str | None = None,
 ) -> MCPServer:
     budget = Budget(max_result_tokens)
     bus = InMemorySubscriptionBus()
@@ -574,9 +579,9 @@ def build_server(
             ),
         ]
     server = MCPServer(
-        name="memory-contexts",
+        name=SERVER_NAME,
         version=__version__,
-        instructions=present.instructions(contexts),
+        instructions=instructions if instructions is not None else present.instructions(contexts),
         tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
         subscriptions=bus,
         lifespan=lambda _server: live.running(),
@@ -594,10 +599,11 @@ def build_server(
     return server
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    """Serve `server` on stdin/stdout until the client closes them (our transport, see stdio.py)."""
+async def serve_stdio(server: MCPServer, early: EarlyStart | None = None) -> None:
+    """Serve `server` on stdin/stdout until the client closes them (our transport, see stdio.py), after what
+    `early` read and answered before the SDK was loaded (handshake.py)."""
     lowlevel = server._lowlevel_server  # noqa: SLF001 - what MCPServer.run_stdio_async does, with our transport
-    async with stdio_transport() as (read, write):
+    async with stdio_transport(early) as (read, write):
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 

@@ -21,12 +21,18 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
-import numpy as np
 
 from memory_server.errors import MemoryServerError
 from memory_server.files import lock_path_for, locked, remove_stale_temp_files, write_all, write_atomically
+from memory_server.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 logger = logging.getLogger(__name__)
 

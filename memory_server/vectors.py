@@ -10,7 +10,15 @@ BLAS runs on one thread (as the server sets it): a threaded product would split 
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
+from memory_server.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
+
 
 GROUP = 16  # rows: a multiple of every row group the BLAS kernels use
 GROWTH = 4  # a new block holds at least a quarter of the rows so far
