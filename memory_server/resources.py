@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,12 @@ class LiveUpdates:
         self._subscribed: dict[str, Any] = {}  # uri -> the session that asked
 
     def watch(self, store: GraphStore) -> None:
+        """Watch the folder of the store's file and, when the file is a symbolic link (a synced folder, a dotfile
+        manager), the folder of the file it leads to: a save there changes no entry of the link's own folder."""
         self.watcher.watch(store.path.parent)
+        real = _real(store.path)
+        if real != store.path:
+            self.watcher.watch(real.parent)
 
     async def changed(self, store: GraphStore) -> None:
         """Tell subscribers that `store`'s graph changed."""
@@ -83,7 +89,7 @@ class LiveUpdates:
         if self.contexts.registry.file in paths:
             await self._publish([CONTEXTS_URI])
         for store in self.contexts.open_stores():
-            if store.path in paths and store.noticed_change():
+            if (store.path in paths or _real(store.path) in paths) and store.noticed_change():
                 await self.changed(store)
 
     def trim(self) -> None:
@@ -129,6 +135,10 @@ class LiveUpdates:
                         await self.watcher.finished.wait()
                     await anyio.to_thread.run_sync(self.searcher.embeddings.close)
                 group.cancel_scope.cancel()
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
 
 
 def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, budget: Budget) -> None:

@@ -7,7 +7,9 @@ context and file it used. Core errors become `isError` results here, in one plac
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -45,7 +47,7 @@ from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
 from memory_server.search import Mode, Searcher, Target, every_target
 from memory_server.stdio import stdio_transport
-from memory_server.store import GraphStore
+from memory_server.store import GraphStore, call_arrived_at
 
 logger = logging.getLogger(__name__)
 
@@ -316,9 +318,11 @@ class MemoryTools:
 
     async def _in_order(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` in a worker thread, one call at a time in the order the calls came: a client that pipelines
-        a write and then a read gets the read after the write, as it would from the official server."""
+        a write and then a read gets the read after the write, as it would from the official server. The time
+        spent waiting for the calls before counts in this one's lock timeout."""
+        arrived = time.monotonic()
         async with self._turn:
-            return await anyio.to_thread.run_sync(fn, *args)
+            return await anyio.to_thread.run_sync(functools.partial(_arrived_at, arrived, fn), *args)
 
     async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
         await self._sync_roots(ctx)
@@ -597,6 +601,11 @@ def build_server(
         "notifications/roots/list_changed", NotificationParams, on_roots_changed
     )
     return server
+
+
+def _arrived_at(moment: float, fn: Callable[..., T], *args: Any) -> T:
+    with call_arrived_at(moment):
+        return fn(*args)
 
 
 async def serve_stdio(server: MCPServer, early: EarlyStart | None = None) -> None:

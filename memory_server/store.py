@@ -24,6 +24,7 @@ own mutations change their records in place (and `changes_since` names them like
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -74,6 +75,19 @@ TAIL_QUIET = 2.0
 READ_PATIENCE = 1.0
 _POLL = 0.02
 LOGGED_CHANGES = 64  # states `changes_since` can answer for
+# When the call being served arrived (time.monotonic), if it waited behind others: the lock timeout bounds a call as
+# its caller sees it, waiting included, not each store operation afresh (queued calls would wait 3, 6, 9 s...).
+_CALL_ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("call_arrived", default=None)
+
+
+@contextlib.contextmanager
+def call_arrived_at(moment: float) -> Iterator[None]:
+    """Count the lock timeout of the store operations run inside from `moment` (when the call arrived)."""
+    token = _CALL_ARRIVED.set(moment)
+    try:
+        yield
+    finally:
+        _CALL_ARRIVED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -225,8 +239,8 @@ class GraphStore:
     @contextlib.contextmanager
     def _turn(self) -> Iterator[_Deadline]:
         """This store, for one operation of this process, all of it (waiting included) within the lock timeout."""
-        deadline = _Deadline(self.lock_timeout)
-        if not self._mutex.acquire(timeout=max(self.lock_timeout, 0)):
+        deadline = _Deadline(self.lock_timeout, _CALL_ARRIVED.get())
+        if not self._mutex.acquire(timeout=deadline.remaining()):
             raise LockTimeoutError(lock_path_for(Path(os.path.realpath(self.path))), self.lock_timeout)
         try:
             yield deadline
@@ -236,15 +250,18 @@ class GraphStore:
 
     @contextlib.contextmanager
     def _locked(self, target: Target, deadline: _Deadline, writing: bool) -> Iterator[bool]:
-        """Hold the target's lock; True if held. A read goes on without a lock it may not take, and says so."""
+        """Hold the target's lock; True if held. A read goes on without a lock it may not take, or that another
+        process holds for longer than READ_PATIENCE, and says so: our writes are atomic (a rename, or an append in
+        one write), so the file read is whole, and only a change being made at that moment may be missing."""
         lock_path = self._lock_path = lock_path_for(target.real)  # at every acquisition: `git init` moves it
         lock = self._locks.get(lock_path)
         if lock is None:
             lock = self._locks[lock_path] = filelock.FileLock(lock_path, thread_local=False)
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(locked(lock, deadline.remaining(), self.lock_timeout))
-            except LockUnavailableError as problem:
+                wait = deadline if writing else deadline.within(READ_PATIENCE)
+                stack.enter_context(locked(lock, wait.remaining(), self.lock_timeout))
+            except (LockUnavailableError, LockTimeoutError) as problem:
                 if writing:
                     raise
                 self._note(problem.read_warning(self.path))
@@ -422,8 +439,8 @@ class GraphStore:
 
 
 class _Deadline:
-    def __init__(self, seconds: float) -> None:
-        self.start = time.monotonic()
+    def __init__(self, seconds: float, start: float | None = None) -> None:
+        self.start = time.monotonic() if start is None else start
         self.end = self.start + max(seconds, 0)
 
     def remaining(self) -> float:

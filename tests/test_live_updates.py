@@ -109,3 +109,25 @@ async def test_an_idle_server_reads_nothing_when_another_process_writes_and_then
             assert [e["observations"] for e in found["entities"]] == [["x", f"new {i}"] for i in range(5)]
     reads = [line for line in log.read_text().splitlines() if "lines parsed" in line][loads:]
     assert len(reads) == 1 and "followed" in reads[0] and ", 5 lines parsed" in reads[0], reads
+
+
+async def test_a_change_behind_a_symlinked_memory_file_reaches_the_subscriber(tmp_path):
+    # A synced folder or a dotfile manager keeps the memory elsewhere: a save there changes nothing in the
+    # folder of the link, so the folder of the file it leads to is watched too.
+    synced = tmp_path / "Dropbox"
+    synced.mkdir()
+    target = synced / "memory.jsonl"
+    target.write_text(json.dumps({"type": "entity", "name": "Ann", "entityType": "person", "observations": []}) + "\n")
+    home = tmp_path / "dotfiles"  # not "home": server_env makes that one
+    home.mkdir()
+    (home / "memory.jsonl").symlink_to(target)
+    updates = Updates()
+    async with connect(server_env(MEMORY_FILE_PATH=home / "memory.jsonl"), message_handler=updates) as s:
+        assert [e["name"] for e in (await ok(s, "read_graph"))["entities"]] == ["Ann"]
+        await s.subscribe_resource("memory://knowledge-graph")
+        await anyio.sleep(0.5)  # let the watcher start watching both folders
+        with target.open("a") as synced_file:  # the sync client brings another machine's write
+            synced_file.write(json.dumps({"type": "entity", "name": "Bo", "entityType": "dog", "observations": []}))
+            synced_file.write("\n")
+        await updates.wait("memory://knowledge-graph")
+        assert [e["name"] for e in (await graph_resource(s))["entities"]] == ["Ann", "Bo"]
