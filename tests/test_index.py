@@ -1,14 +1,18 @@
 """Search indexes kept up to date change by change: they score exactly as an index built from scratch, a small
 change costs no rebuild, vectors come from the memory's own cache (pruned), and released indexes come back right."""
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_server import index as index_module
+from memory_server.contexts import ContextConfig, ContextRegistry, Contexts
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.resources import LiveUpdates
 from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.vector_cache import caches_of
@@ -270,3 +274,36 @@ def test_an_index_emptied_and_filled_again_ranks_as_a_new_one(embedder):
     graph.create_entities([Entity("Ann", "person", ["plays the violin"]), Entity("Bob", "person", [])])
     index.update(graph)
     assert_same_as_scratch(index, graph, embedder)
+
+
+
+def test_a_memory_released_while_idle_is_searched_again_from_its_file_and_its_cache(tmp_path, embedder, monkeypatch):
+    # What a server does with memories not used lately (resources.LiveUpdates.trim): their parsed graphs and search
+    # indexes go. The next search reads the file again (with another process's change made meanwhile), takes the
+    # vectors of unchanged text from the memory's own cache, and ranks as an index made from scratch.
+
+    registry = ContextRegistry(tmp_path / "cfg", tmp_path / "default.jsonl")
+    work_path = tmp_path / "work.jsonl"
+    store_with(tmp_path, "work", notes(60, "client"))
+    contexts = Contexts(registry)
+    registry.add(ContextConfig(name="work", path=str(work_path)))
+    searcher = Searcher(EmbedderSlot(cache_dir=tmp_path / "vectors"))
+    work = contexts.store(contexts.resolve("work"))
+    query = "client about violin"
+    searcher.search([Target("work", work)], query, "hybrid", 5, None)
+    home = contexts.store(contexts.resolve())
+    searcher.search([Target("default", home)], "anything", "hybrid", 5, None)  # used last: it stays
+    monkeypatch.setattr(contexts, "trim", functools.partial(contexts.trim, limit=0))
+    LiveUpdates(contexts, searcher, bus=None).trim()
+    assert work.resident_bytes == 0 and searcher.holds(work) is None and searcher.holds(home) is not None
+    GraphStore(work_path).mutate(lambda g: g.add_observations([("client 3", ["plays the violin on Fridays"])]))
+    encoded = searcher.embeddings.get()[0].encoded
+    again = searcher.search([Target("work", work)], query, "hybrid", 5, None)
+    assert work.last_load.how == "parsed"  # the whole file, once: nothing was held
+    assert searcher.embeddings.get()[0].encoded - encoded == 1  # the new observation; the rest from the cache
+    with work.reading() as graph:
+        expected = GraphIndex(graph).rank(query, "hybrid", embedder, 5)
+    assert [(h.hit.entity.name, h.hit.observation, h.hit.score) for h in again.hits] == [
+        (h.entity.name, h.observation, h.score) for h in expected
+    ]
+    assert ("client 3", "plays the violin on Fridays") in [(h.hit.entity.name, h.hit.observation) for h in again.hits]
