@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -52,6 +52,9 @@ class Delta:
         return bool(len(self.added) or len(self.removed))
 
 
+_FEW = 64  # changed entities found by name one at a time; more are looked up while going through all of them
+
+
 class Snapshot:
     """What an index was made from: each entity's name and type, and every observation in one flat tuple (the
     graph's own strings, no object per entity: a snapshot of 40,000 entities takes milliseconds)."""
@@ -64,6 +67,13 @@ class Snapshot:
         self.flat: tuple[str, ...] = tuple(itertools.chain.from_iterable(observations))  # a copy: lists change
         self.starts = _starts(self.counts)  # where each entity's observations start in `flat`
 
+    def number_of(self, name: str) -> int | None:
+        """The number of the entity named `name` (None: none is). A scan in C, for the few names of a change."""
+        try:
+            return self.names.index(name)
+        except ValueError:
+            return None
+
     def observations_of(self, number: int) -> tuple[str, ...]:
         start = int(self.starts[number])
         return self.flat[start : start + int(self.counts[number])]
@@ -71,13 +81,23 @@ class Snapshot:
     def texts_of(self, number: int) -> list[str]:
         return entity_texts(self.names[number], self.types[number], self.observations_of(number))
 
-    def match(self, new: Snapshot) -> tuple[np.ndarray, np.ndarray]:
+    def match(self, new: Snapshot, changed: Collection[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """For each entity of `new`: the number of the entity of the same name here (or -1), and that number
-        again if the entity is unchanged (same type and observations), else -1."""
+        again if the entity is unchanged (same type and observations), else -1. `changed`, when the store can
+        tell, names every entity that may differ (store.changes_since): the others are not compared."""
         same_name = self._same_names(new.names)
         found = np.flatnonzero(same_name >= 0)
         old = same_name[found]
         unchanged = self.counts[old] == new.counts[found]
+        if changed is not None and len(changed) <= _FEW:
+            named = [f for f in map(new.number_of, changed) if f is not None and same_name[f] >= 0]
+            unchanged[np.searchsorted(found, np.asarray(named, dtype=np.int64))] = False
+        elif changed is not None:
+            unchanged &= np.fromiter((new.names[f] not in changed for f in found.tolist()), bool, len(found))
+        if changed is not None:
+            kept = same_name.copy()
+            kept[found[~unchanged]] = -1
+            return same_name, kept
         if len(old) == len(self.names) and np.array_equal(old, found):  # in place (new entities after them)
             unchanged &= np.fromiter(map(operator.eq, self.types, new.types), bool, len(old))
         else:
@@ -164,10 +184,11 @@ class Documents:
     def row_of(self, documents: np.ndarray) -> np.ndarray:
         return documents if self.rows is None else self.rows[documents]
 
-    def change(self, entities: list[Entity]) -> Delta:
-        """Make these the documents of `entities`, the graph's entities now; return what happened to the rows."""
+    def change(self, entities: list[Entity], changed: Collection[str] | None = None) -> Delta:
+        """Make these the documents of `entities`, the graph's entities now (those not named in `changed`, when it
+        is given, are as before); return what happened to the rows."""
         before, after = self.snapshot, Snapshot(entities)
-        same_name, kept = before.match(after)
+        same_name, kept = before.match(after, changed)
         counts = after.counts + 1
         runs = np.zeros(len(entities), dtype=np.int64)
         runs[kept >= 0] = self.runs[kept[kept >= 0]]

@@ -13,7 +13,7 @@ time, and live in one place: the index.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from memory_server.documents import Delta, Documents, ObservationList
@@ -68,10 +68,11 @@ class DocumentIndex:
         """The text of each document (made on demand: the index keeps none)."""
         return list(self.documents.texts())
 
-    def update(self, graph: KnowledgeGraph) -> None:
+    def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
         """Bring the index to `graph`, a later state of the graph it was made from: only the documents of entities
-        that changed are tokenised, and only text never seen is embedded."""
-        delta = self.documents.change(graph.entity_list())
+        that changed are tokenised, and only text never seen is embedded. `changed` names every entity that may
+        differ, when the store can tell (the others are then not compared)."""
+        delta = self.documents.change(graph.entity_list(), changed)
         self.lexical.remove(delta.removed, [tokenize(text) for text in delta.removed_texts])
         self.lexical.add(delta.added, map(tokenize, delta.added_texts))
         if self._vectors is not None:

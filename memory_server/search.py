@@ -30,7 +30,7 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -92,10 +92,19 @@ class GraphIndex(DocumentIndex):
     def changed(self, graph: KnowledgeGraph) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: _JoinedText | None = None
-        self.links = [(r.source, r.relation_type, r.target) for r in graph.relations.values()]
-        # Read from the entities, documents and links when a first-person question needs it (memory_server.user),
-        # so each change of the graph resets it.
+        # The relations are listed, and the user read from the entities, documents and links, only when a
+        # first-person question needs them (memory_server.user): a large memory's change must not pay for either.
+        # The graph is the store's, read while the store is held for reading (as this index is then up to date).
+        self._relations = graph.relations
+        self._links: list[tuple[str, str, str]] | None = None
         self._user: User | None | Literal[False] = False
+
+    @property
+    def links(self) -> list[tuple[str, str, str]]:
+        """(source, relation type, target) of each relation of the graph."""
+        if self._links is None:
+            self._links = [(r.source, r.relation_type, r.target) for r in self._relations.values()]
+        return self._links
 
     @property
     def names(self) -> _JoinedText:
@@ -298,11 +307,12 @@ class KeywordIndex:
         self.joined = _JoinedText(_keyword_text(e) for e in self.entities)
         self.updates = 0
 
-    def update(self, graph: KnowledgeGraph) -> None:
-        """Bring the index to `graph`, a later state of its graph: only the entities that changed are read again."""
+    def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
+        """Bring the index to `graph`, a later state of its graph: only the entities that changed (those named in
+        `changed`, when the store can tell) are read again."""
         entities = graph.entity_list()
         snapshot = Snapshot(entities)
-        kept = self._snapshot.match(snapshot)[1]
+        kept = self._snapshot.match(snapshot, changed)[1]
         self.joined = self.joined.replaced(kept, lambda number: _keyword_text(entities[number]))
         self.entities, self._snapshot = entities, snapshot
         self.updates += 1
@@ -487,7 +497,10 @@ class Searcher:
                 kept.index = GraphIndex(graph, self._caches(store)) if kind is GraphIndex else kind(graph)
                 self.built += 1
             elif kept.store() is not store or kept.version != store.version:
-                kept.index.update(graph)  # another store object for the file is compared with, too
+                # What changed, from the store's log when this store made the index's graph (another store object
+                # for the file, or a state too old for the log, is compared entity by entity).
+                changes = store.changes_since(kept.version) if kept.store() is store else None
+                kept.index.update(graph, changes.entities if changes is not None else None)
             kept.store, kept.version = weakref.ref(store), store.version
             yield kept.index  # type: ignore[misc]
 

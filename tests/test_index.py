@@ -112,6 +112,27 @@ def test_an_index_updated_change_by_change_ranks_as_one_built_from_scratch(embed
         assert_same_as_scratch(index, graph, embedder)
 
 
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(changes, st.booleans()), min_size=1, max_size=4))
+def test_an_index_updated_from_the_stores_change_log_ranks_as_one_built_from_scratch(tmp_path_factory, slot, steps):
+    # The searcher asks the store what changed (store.changes_since) and compares only those entities: after writes
+    # by this store and by another one on the same file (which this store follows), it ranks as a fresh index.
+    folder = tmp_path_factory.mktemp("log")
+    store = GraphStore(folder / "memory.jsonl")
+    store.mutate(lambda g: g.create_entities(people().entity_list()))
+    store.mutate(lambda g: g.create_relations(people().relations.values()))
+    searcher = Searcher(slot)
+    searcher.search([Target("m", store)], "violin", "hybrid", 5, None)
+    index = searcher.holds(store)
+    for batch, by_another in steps:
+        writer = GraphStore(store.path) if by_another else store
+        writer.mutate(lambda g: [apply(g, change) for change in batch])
+        searcher.search([Target("m", store)], "violin", "hybrid", 5, None)
+        assert searcher.holds(store) is index and searcher.built == 1
+        with store.reading() as graph:
+            assert_same_as_scratch(index, graph, slot.get()[0])
+
+
 def test_a_graph_read_again_from_the_file_updates_nothing_that_did_not_change(embedder):
     graph = people()
     index = GraphIndex(graph)
