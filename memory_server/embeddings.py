@@ -119,6 +119,7 @@ class _WordVectors:
 
     PROJECTED = 96  # with a shortlist of 128: 97% of the exact 40 nearest words (at 0.35 or more) are found
     SHORTLIST = 128
+    CHUNK = 2048
 
     @classmethod
     def of(cls, model: object) -> _WordVectors | None:
@@ -133,13 +134,27 @@ class _WordVectors:
         if len(pairs) <= cls.SHORTLIST or embedding.ndim != 2 or embedding.shape[1] < cls.PROJECTED:
             return None
         tokens = np.asarray([number for _, number in pairs])
-        vectors = embedding[tokens].astype(np.float32)
-        mean = vectors.mean(axis=0)
-        vectors = _normalised(vectors - mean)
-        basis = np.linalg.svd(vectors[:: max(1, len(vectors) // 4096)], full_matrices=False)[2][: cls.PROJECTED]
-        basis = np.ascontiguousarray(basis, dtype=np.float32)
+        mean = sum(  # a few thousand words at a time (see below)
+            embedding[tokens[start : start + cls.CHUNK]].sum(axis=0, dtype=np.float64)
+            for start in range(0, len(tokens), cls.CHUNK)
+        )
+        mean = (mean / len(tokens)).astype(np.float32)
+
+        def centred(rows: np.ndarray) -> np.ndarray:
+            return _normalised(embedding[rows].astype(np.float32) - mean)
+
+        # The main directions: the right singular vectors of a sample, found as the eigenvectors of its 256 x 256
+        # Gram matrix (an SVD of the sample itself leaves some 20 MB of workspace with the allocator for good).
+        sample = centred(tokens[:: max(1, len(tokens) // 4096)]).astype(np.float64)
+        values, vectors = np.linalg.eigh(sample.T @ sample)
+        basis = np.ascontiguousarray(vectors[:, np.argsort(-values)[: cls.PROJECTED]].T, dtype=np.float32)
+        # A few thousand words at a time: the float copies of every word vector would hold some 60 MB at once, which
+        # the allocator keeps (a server on a small memory would stay that much larger for good).
+        projected = np.empty((len(tokens), cls.PROJECTED), dtype=np.float32)
+        for start in range(0, len(tokens), cls.CHUNK):
+            projected[start : start + cls.CHUNK] = centred(tokens[start : start + cls.CHUNK]) @ basis.T
         words = tuple(token for token, _ in pairs)
-        return cls(words, {w: n for n, w in enumerate(words)}, tokens, embedding, mean, basis, vectors @ basis.T)
+        return cls(words, {w: n for n, w in enumerate(words)}, tokens, embedding, mean, basis, projected)
 
     def nearest(self, word: str, count: int, floor: float) -> tuple[tuple[str, float], ...]:
         number = self.numbers.get(word)

@@ -67,6 +67,8 @@ def related_terms(
     each at least RELATED_FLOOR alike, weighted RELATED_WEIGHT times their similarity. So "boss" also finds
     "supervisor" and "husband" finds "married", when the memory uses those words; see LexicalIndex.matches."""
     found: dict[str, list[tuple[str, float]]] = {}
+    if not vocabulary:  # an empty memory: nothing to stand for anything (and no need of the model's word list)
+        return found
     for word in set(words(query)) - STOPWORDS:
         own = _stem(word)
         chosen: dict[str, float] = {}
