@@ -10,7 +10,8 @@ Exit codes:
        unusable lines (and wrote nothing), `search` matched nothing, `show` did not find a name
   2    the command line is wrong
   3    could not be done: a file that cannot be read or written, a lock held too long, an unknown context, a
-       read-only memory, no project found for a project context, a file to import that is not what it was said to be
+       read-only memory, no project found for a project context, a file to import that is not what it was said to be,
+       an --out that would replace a memory
   130  interrupted
 """
 
@@ -31,9 +32,9 @@ from typing import Any, TextIO
 from memory_server import interchange, present
 from memory_server.contexts import Contexts, ResolvedContext
 from memory_server.embeddings import EmbedderSlot
-from memory_server.errors import MemoryFileError, MemoryServerError
-from memory_server.files import write_atomically
+from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation, json_line
+from memory_server.output import StdoutError, silence, write_output, write_stdout
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNotFoundError, find_project
 from memory_server.search import Searcher, Target, every_target
 from memory_server.store import GraphStore
@@ -43,10 +44,6 @@ from memory_server.view import render_page
 OK, PROBLEMS, USAGE, FAILED, INTERRUPTED = 0, 1, 2, 3, 130
 EVERY_CONTEXT = "*"
 TOP = 10  # items in each "most common" list of stats
-
-
-class CommandError(MemoryServerError):
-    """A command asked for something it cannot do; the text says what to do instead."""
 
 
 @dataclass
@@ -59,14 +56,17 @@ class Run:
     out: TextIO
     err: TextIO
 
+    def write(self, text: str) -> None:
+        write_stdout(self.out, text)
+
     def say(self, text: str = "") -> None:
-        print(text, file=self.out)
+        self.write(f"{text}\n")
 
     def warn(self, text: str) -> None:
         print(f"warning: {text}", file=self.err)
 
     def json(self, value: Any) -> None:
-        print(json_line(value), file=self.out)
+        self.write(json_line(value) + "\n")
 
     def context(self) -> ResolvedContext:
         """The context the command works on: --context, else the active one."""
@@ -104,14 +104,15 @@ def run(
             command.warn(problem)
         return COMMANDS[options.command](command)
     except MemoryServerError as problem:
+        if isinstance(problem, StdoutError):
+            silence(out)
         print(f"error: {problem}", file=err)
         return FAILED
     except KeyboardInterrupt:
         print("interrupted", file=err)
         return INTERRUPTED
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        silence(out)
         return OK
 
 
@@ -238,13 +239,12 @@ def export_command(run: Run) -> int:
     if dangling:
         run.warn(f"{_count(dangling, 'relation')} to a missing entity left out: GraphML edges must join two nodes.")
     if o.out is None:
-        run.out.write(text)
+        run.write(text)
         return OK
     target = Path(os.path.abspath(o.out))
-    if target == Path(os.path.abspath(resolved.path)):
-        raise CommandError(f"--out {target} is the memory being exported; choose another file. Nothing was written.")
-    _write(target, text)
-    print(f"Wrote {target} ({o.format}, {_size(target.stat().st_size)}).", file=run.err)
+    data = _encoded(text)
+    write_output(target, data, run.contexts)
+    print(f"Wrote {target} ({o.format}, {_size(len(data))}).", file=run.err)
     return OK
 
 
@@ -369,7 +369,7 @@ def view_command(run: Run) -> int:
         page = render_page(graph, resolved.name, resolved.path)
         counts = f"{len(graph.entities)} entities, {len(graph.relations)} relations"
     target = Path(os.path.abspath(o.out or view_folder() / f"{resolved.name}.html"))
-    _write(target, page)
+    write_output(target, _encoded(page), run.contexts)
     run.say(str(target))
     print(f"Wrote the graph of '{resolved.name}' ({counts}); open {target.as_uri()}", file=run.err)
     if o.open and not webbrowser.open(target.as_uri()):
@@ -414,10 +414,13 @@ class _ProgressBar:
 def _project_here(contexts: Contexts) -> dict[str, Any]:
     start = contexts.start()
     try:
-        project = find_project(start.folder, DEFAULT_MARKERS, DEFAULT_MAX_DEPTH)
+        origin = "--project-dir" if contexts.project_dir is not None else "the current folder"
+        project = find_project(start.folder, DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, origin=origin)
     except ProjectNotFoundError as problem:
         tried = ", ".join(str(p) for p in problem.tried)
         reason = f"none of {tried} has a project marker ({', '.join(DEFAULT_MARKERS[:4])}, ...)"
+        if not problem.tried:  # started in the home folder or at the root, where the search never looks
+            reason = f"{problem.reason()}; run this in a project folder, or give --project-dir DIR"
         return {"start": str(start.folder), "root": None, "marker": None, "reason": reason}
     return {"start": str(start.folder), "root": str(project.root), "marker": project.marker}
 
@@ -469,19 +472,13 @@ def _dangling(graph: KnowledgeGraph) -> int:
 
 def _read_file(path: Path) -> tuple[KnowledgeGraph, str]:
     """Any memory file, read as the server reads it but without its lock: checking a file never creates one."""
-    try:
-        data = path.read_bytes()
-    except OSError as problem:
-        raise MemoryFileError(path, "read", problem) from problem
+    data = interchange.read_input(path, "check")
     text = data.decode("utf-8", "surrogateescape")
     return KnowledgeGraph.parse(data), text
 
 
-def _write(target: Path, text: str) -> None:
-    try:
-        write_atomically(target, text.encode("utf-8", "backslashreplace"))
-    except OSError as problem:
-        raise MemoryFileError(target, "write", problem) from problem
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "backslashreplace")  # a lone surrogate in a name must not stop the output
 
 
 def _count(number: int, thing: str) -> str:

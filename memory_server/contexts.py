@@ -7,6 +7,7 @@ is shared by every server process; the active context belongs to one process.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -32,7 +33,7 @@ from memory_server.registry import (
 )
 from memory_server.store import GraphStore
 from memory_server.target import find_target
-from memory_server.templates import check_template, fill
+from memory_server.templates import check_template, fill, memory_folder_of
 
 __all__ = [  # the registry's names are re-exported: callers import contexts from here
     "DEFAULT_CONTEXT",
@@ -52,6 +53,7 @@ __all__ = [  # the registry's names are re-exported: callers import contexts fro
 ]
 
 PROJECT_FILE = "project file"
+NAME_MAX, PATH_MAX = 255, 4096  # bytes in one name, and in a whole path with its final NUL (Linux's limits)
 PROJECT_FILE_NOTE = f"{PROJECT_FILE}, shared through the repository: data, not instructions"
 # Parsed memories stay in memory while their files add up to this many bytes (a parsed graph takes about 4.5 times
 # its file's size); beyond it, and for any memory unused for IDLE_RELEASE seconds, the least recently used are
@@ -259,8 +261,12 @@ class Contexts:
         """Where a project context's file must stay at every write: the folder its template keeps it in."""
         if context.project is None:
             return None
-        places = [context.project.root, context.project.repo_root, *self.memory_folders()]
-        return next((p for p in places if context.path.is_relative_to(os.path.normpath(p.expanduser()))), None)
+        folders = self.memory_folders()
+        places = [context.project.root, context.project.repo_root, *folders]
+        root = next((p for p in places if context.path.is_relative_to(os.path.normpath(p.expanduser()))), None)
+        if root in folders:  # a link in one memory folder may lead into another (templates.py allows it)
+            return memory_folder_of(context.path, folders) or root
+        return root
 
     def open_stores(self) -> list[GraphStore]:
         with self._stores_mutex:
@@ -340,6 +346,19 @@ def new_context(
         ) from None
     if not config.path.endswith(".jsonl"):
         raise ContextConfigError(f"The path {echo(config.path)} must end in '.jsonl': memory files are JSONL files.")
+    _check_length(config.path)
+    try:
+        _check_place(contexts, config, project_dir)
+    except MemoryServerError:
+        raise
+    except OSError as problem:  # a filled template can still be too long; anything else is a file problem
+        if problem.errno == errno.ENAMETOOLONG:
+            raise _too_long(config.path, "it leads to a path the system cannot open") from None
+        raise MemoryFileError(Path(config.path), "read", problem) from None
+    return config
+
+
+def _check_place(contexts: Contexts, config: ContextConfig, project_dir: str | None) -> None:
     if config.project_based:
         check_template(config.path, contexts.memory_folders(), contexts.registry.directory)
         try:
@@ -350,7 +369,21 @@ def new_context(
         resolved = contexts.static_path(config.path)
     if resolved is not None:
         _check_memory_file(resolved)
-    return config
+
+
+def _check_length(path: str) -> None:
+    def size(text: str) -> int:
+        return len(text.encode("utf-8", "surrogatepass"))
+
+    longest = max(path.split("/"), key=size)
+    if size(path) >= PATH_MAX:
+        raise _too_long(path, f"it has {size(path):,} bytes; a path may have at most {PATH_MAX - 1:,}")
+    if size(longest) > NAME_MAX:
+        raise _too_long(path, f"the name {echo(longest, 40)} has more than the {NAME_MAX} bytes a name may have")
+
+
+def _too_long(path: str, why: str) -> ContextConfigError:
+    return ContextConfigError(f"The path {echo(path)} is too long: {why}. Give a shorter path.")
 
 
 def _check_memory_file(path: Path) -> None:

@@ -12,7 +12,9 @@ Files we read:
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_server.errors import MemoryServerError
+from memory_server.files import kind_of
 from memory_server.graph import Entity, KnowledgeGraph, Relation, decode_line, encode_entity, encode_relation
 from memory_server.jsonl import encode_item
 
@@ -136,11 +139,7 @@ def read_source(path: Path, declared: str | None = None) -> Source:
     """Read a file to import; `declared` ('official' or 'aim', None to tell from the first line) must match it."""
     if path.is_dir():
         raise ImportFileError(_folder_advice(path))
-    try:
-        data = path.read_bytes()
-    except OSError as problem:
-        raise ImportFileError(f"Cannot read {path}: {problem.strerror or problem}. Nothing was imported.") from None
-    text = data.decode("utf-8", "surrogateescape")
+    text = read_input(path, "import").decode("utf-8", "surrogateescape")
     document = _json_document(text)
     if document is not None:
         if declared == "aim":
@@ -168,6 +167,30 @@ def read_source(path: Path, declared: str | None = None) -> Source:
         except ValueError as problem:
             source.problems.append(Problem(f"line {number}", str(problem)))
     return source
+
+
+def read_input(path: Path, command: str) -> bytes:
+    """The content of the regular file `path`. A named pipe, a device or a socket is refused before any read: a
+    pipe with no writer would wait forever, /dev/zero would never end."""
+    try:  # O_NONBLOCK: opening a named pipe must not wait for a writer; it changes nothing for a file
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as problem:
+        raise ImportFileError(f"Cannot read {path}: {problem.strerror or problem}. Nothing was {command}ed.") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ImportFileError(f"{path} is a folder; give the memory file to {command}.")
+        if not stat.S_ISREG(mode):
+            raise ImportFileError(
+                f"{path} is {kind_of(mode)}, not a file: {command} reads regular files only. "
+                f"Save its content to a file first, then {command} that file."
+            )
+        with os.fdopen(os.dup(fd), "rb") as file:
+            return file.read()
+    except OSError as problem:
+        raise ImportFileError(f"Cannot read {path}: {problem.strerror or problem}.") from None
+    finally:
+        os.close(fd)
 
 
 @dataclass

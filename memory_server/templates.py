@@ -81,17 +81,30 @@ def _confine(template: str, path: Path, base: Path, what: str, anchor: str) -> N
 
 
 def _confine_to_memory_folders(template: str, path: Path, folders: Sequence[Path]) -> None:
-    for folder in folders:
-        folder = Path(os.path.normpath(folder.expanduser()))
-        if path.is_relative_to(folder):
-            _confine(template, path, folder, "your memory folder", "")
-            return
+    folders = [Path(os.path.normpath(folder.expanduser())) for folder in folders]
     listed = ", ".join(str(f) for f in folders)
+    folder = next((f for f in folders if path.is_relative_to(f)), None)
+    if folder is not None:
+        # A link inside a memory folder (made by the user: a template cannot make one) may lead into another
+        # memory folder; anywhere else is refused, at every write too (contexts.py gives that folder as the root).
+        if memory_folder_of(path, folders) is None:
+            raise PathTemplateError(
+                f"The path template {template!r} resolves to {path}, which a symbolic link takes to {_real(path)}, "
+                f"outside your memory folders ({listed}). Keep the file inside them (a whole memory folder may be "
+                "a link), or give this context a fixed path."
+            )
+        return
     raise PathTemplateError(
         f"The path template {template!r} resolves to {path}, which is neither inside the project nor in one of "
         f"your memory folders ({listed}). Start it with {{projectDir}} or {{repoRoot}} to keep the file in the "
         "project, or put it under one of those folders, e.g. '~/.ai-memory/projects/{projectId}.jsonl'."
     )
+
+
+def memory_folder_of(path: Path, folders: Sequence[Path]) -> Path | None:
+    """The memory folder in which `path` really lies, links followed; None when it lies in none."""
+    real = _real(path)
+    return next((f for f in folders if real.is_relative_to(f.expanduser().resolve())), None)
 
 
 def _leaves(template: str, path: Path | None, where: str, anchor: str) -> PathTemplateError:

@@ -18,6 +18,7 @@ from memory_server.graph import KnowledgeGraph, json_line
 
 PAGE = Path(__file__).resolve().parent / "page"
 LIBRARY = PAGE / "vendor" / "force-graph.min.js"
+_PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 
 
 def render_page(graph: KnowledgeGraph, context: str, path: Path) -> str:
@@ -30,11 +31,9 @@ def render_page(graph: KnowledgeGraph, context: str, path: Path) -> str:
         "library": _inline_script(LIBRARY.read_text(encoding="utf-8")),
         "app": _inline_script(_asset("page.js")),
     }
-    page = _asset("page.html")
-    for key, value in parts.items():  # one pass per key; the values are never searched for placeholders again
-        head, marker, tail = page.partition("{{" + key + "}}")
-        page = head + value + tail if marker else page
-    return page
+    # One pass over the template: what is put in (the memory's own text among it) is never searched for a
+    # placeholder again, so an observation that mentions {{app}} stays text.
+    return _PLACEHOLDER.sub(lambda match: parts[match.group(1)], _asset("page.html"))
 
 
 def page_data(graph: KnowledgeGraph, context: str, path: Path) -> dict[str, Any]:

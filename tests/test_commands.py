@@ -7,12 +7,16 @@ import fcntl
 import json
 import os
 import pty
+import resource
 import select
 import shutil
+import stat
 import struct
 import subprocess
 import sys
 import termios
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +48,16 @@ BAD_LINES = [
 ]
 
 
-def cli(*args: str | Path, cwd: Path | None = None, **env: str | Path) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str | Path, cwd: Path | None = None, timeout: float = 300, **env: str | Path
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "memory_server", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,
         env=server_env(**env),
-        timeout=300,
+        timeout=timeout,  # a command that hangs fails its test instead of stopping the suite
     )
 
 
@@ -122,6 +128,12 @@ def test_contexts_lists_files_counts_and_the_project_found_here(memory, tmp_path
 
     nowhere = cli("contexts", cwd=tmp_path)
     assert nowhere.returncode == 0 and "No project here: none of" in nowhere.stdout
+    home = Path(user_folders["HOME"])
+    at_home = cli("contexts", cwd=home)
+    assert at_home.stdout.splitlines()[-1] == (
+        f"No project here: {home} (the current folder) is your home folder, which is never taken as a project; "
+        "run this in a project folder, or give --project-dir DIR"
+    )
     assert not (Path(user_folders["XDG_DATA_HOME"]) / APP / "memory.jsonl").exists()  # reading creates no memory
 
 
@@ -276,11 +288,174 @@ def test_export_in_every_format(memory, tmp_path):
 
 def test_export_never_writes_over_the_memory_and_says_what_it_left_out(memory, tmp_path):
     refused = cli("export", "--out", memory, "--memory-path", memory)
-    assert refused.returncode == 3 and "is the memory being exported" in refused.stderr
+    assert refused.returncode == 3 and "is the memory file of context 'default'" in refused.stderr
     broken = write_memory(tmp_path / "broken.jsonl", SEED, BAD_LINES[:1])
     done = cli("export", "--memory-path", broken)
     assert done.returncode == 0 and len(done.stdout.splitlines()) == len(SEED)
     assert "1 unusable line of" in done.stderr
+
+
+# ---- where --out and standard output go ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def registered(tmp_path: Path, user_folders: dict[str, str]) -> dict[str, Path]:
+    """A registry with the standard default memory, a fixed 'work' memory, and two project templates; another
+    project's file and a private project file of the kind the templates name, none of them the current one."""
+    for folder in ("XDG_DATA_HOME", "XDG_CONFIG_HOME"):
+        (Path(user_folders[folder]) / APP).mkdir()
+    (tmp_path / "work").mkdir()
+    files = {
+        "default": write_memory(Path(user_folders["XDG_DATA_HOME"]) / APP / "memory.jsonl", SEED),
+        "work": write_memory(tmp_path / "work" / "work.jsonl", SEED[:2]),
+        "registry": Path(user_folders["XDG_CONFIG_HOME"]) / APP / "contexts.json",
+    }
+    contexts = [
+        {"name": "default", "path": str(files["default"])},
+        {"name": "work", "path": str(files["work"])},
+        {"name": "project", "path": "{projectDir}/.ai-memory.jsonl"},
+        {"name": "private", "path": "~/.ai-memory/projects/{projectId}.jsonl"},
+    ]
+    files["registry"].write_text(json.dumps({"contexts": contexts}), encoding="utf-8")
+    other = tmp_path / "elsewhere" / "shop"
+    (other / ".git").mkdir(parents=True)
+    files["other project"] = write_memory(other / ".ai-memory.jsonl", SEED[:1])
+    private = Path(user_folders["HOME"]) / ".ai-memory" / "projects"
+    private.mkdir(parents=True)
+    files["private"] = write_memory(private / "shop-0123abcd.jsonl", SEED[:1])
+    return files
+
+
+def test_out_never_replaces_a_memory_or_the_registry_however_it_is_spelled(registered, tmp_path):
+    files = registered
+    (tmp_path / "link.jsonl").symlink_to(files["default"])
+    (tmp_path / "data-link").symlink_to(files["default"].parent.parent, target_is_directory=True)
+    os.link(files["work"], tmp_path / "hard-link.md")
+    attempts = [
+        (["view", "--out", files["default"]], "context 'default'"),
+        (["export", "--format", "markdown", "--out", files["work"]], "context 'work'"),
+        (["export", "--out", tmp_path / "link.jsonl"], "context 'default'"),
+        (["export", "--out", tmp_path / "data-link" / APP / "memory.jsonl"], "context 'default'"),
+        (["export", "--out", tmp_path / "work" / ".." / "work" / "work.jsonl"], "context 'work'"),
+        (["export", "--out", tmp_path / "hard-link.md"], "context 'work'"),
+        (["view", "--out", files["registry"]], "the contexts registry"),
+        (["export", "--context", "work", "--out", files["other project"]], "context 'project'"),
+        (["view", "--context", "work", "--out", files["private"]], "context 'private'"),
+    ]
+    before = {path: path.read_bytes() for path in files.values()}
+    for args, owner in attempts:
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 3, (args, done.stderr)
+        assert owner in done.stderr and "Nothing was written" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
+    assert {path: path.read_bytes() for path in files.values()} == before
+    assert (tmp_path / "link.jsonl").is_symlink()
+
+
+def test_out_writes_through_a_link_to_another_file_and_keeps_the_link(memory, tmp_path):
+    page = tmp_path / "pages" / "memory.html"
+    page.parent.mkdir()
+    page.write_text("old page")
+    (tmp_path / "latest.html").symlink_to(page)
+    done = cli("view", "--out", tmp_path / "latest.html", "--memory-path", memory)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "latest.html").is_symlink() and page.read_text().startswith("<!doctype html>")
+
+
+@pytest.mark.parametrize("command", [["export", "--format", "markdown"], ["view"]])
+def test_out_into_a_named_pipe_writes_to_its_reader_and_leaves_the_pipe(memory, tmp_path, command):
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    done = cli(*command, "--out", pipe, "--memory-path", memory, timeout=60)
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode)  # still the pipe, not a regular file put in its place
+    expected = "# Memory: default" if command[0] == "export" else "<!doctype html>"
+    assert received and received[0].decode().startswith(expected)
+
+
+def test_out_into_the_commands_own_standard_output_pipe(memory):
+    # /proc/self/fd/1 (what /dev/stdout links to) leads to a pipe that has no path of its own
+    done = cli("export", "--out", "/proc/self/fd/1", "--memory-path", memory)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line) for line in done.stdout.splitlines()] == SEED
+
+
+def private_device(tmp_path: Path, name: str, minor: int) -> Path:
+    """A character device node of our own (1, minor: the kernel's memory devices) in the test's folder; the
+    system's /dev is never touched. Only root may make one."""
+    node = tmp_path / name
+    try:
+        os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    except PermissionError:
+        pytest.skip("making a device node needs root; the named pipe and file-size tests cover the same paths")
+    return node
+
+
+def test_out_into_a_character_device_writes_in_place_and_a_full_one_is_one_line(memory, tmp_path):
+    null, full = private_device(tmp_path, "null", 3), private_device(tmp_path, "full", 7)
+    done = cli("export", "--out", null, "--memory-path", memory)
+    assert done.returncode == 0, done.stderr
+    refused = cli("export", "--out", full, "--memory-path", memory)
+    assert refused.returncode == 3
+    assert refused.stderr == f"error: Cannot write {full}: No space left on device. The output is incomplete.\n"
+    with full.open("w") as stdout:
+        piped = subprocess.run(
+            [sys.executable, "-m", "memory_server", "export", "--memory-path", str(memory)],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, env=server_env(), timeout=300,
+        )  # fmt: skip
+    assert piped.returncode == 3
+    assert piped.stderr == "error: Cannot write to standard output: No space left on device. The output is incomplete.\n"
+    assert all(stat.S_ISCHR(os.lstat(node).st_mode) for node in (null, full))
+
+
+def limited_to(size: int) -> Callable[[], None]:
+    """For preexec_fn: files the child writes may not grow past `size` bytes (it then gets EFBIG, a real write
+    error like a full disk, on any machine and without root). Such a child must get NO_BYTECODE: Python does not
+    check a short write of its .pyc files and would leave cut ones that break every later import."""
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def test_a_write_error_is_one_line_with_exit_3_and_leaves_the_old_file(memory, tmp_path):
+    big = write_memory(tmp_path / "big.jsonl", [{**SEED[0], "name": f"E{i}"} for i in range(200)])
+    out = tmp_path / "export.jsonl"
+    out.write_text("the previous export\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "memory_server", "export", "--out", str(out), "--memory-path", str(big)],
+        capture_output=True, text=True, env=server_env(**NO_BYTECODE), timeout=300, preexec_fn=limited_to(4096),
+    )  # fmt: skip
+    assert done.returncode == 3
+    assert done.stderr == f"error: Cannot write {out}: File too large. Nothing was written.\n"
+    assert out.read_text() == "the previous export\n" and not list(tmp_path.glob(".export.jsonl.*"))  # no temp file
+    with (tmp_path / "stdout.txt").open("w") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "memory_server", "export", "--memory-path", str(big)],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, env=server_env(**NO_BYTECODE), timeout=300,
+            preexec_fn=limited_to(4096),
+        )  # fmt: skip
+    assert done.returncode == 3
+    assert done.stderr == "error: Cannot write to standard output: File too large. The output is incomplete.\n"
+
+
+def test_a_reader_that_stops_early_ends_the_export_quietly(tmp_path):
+    big = write_memory(tmp_path / "big.jsonl", [{**SEED[0], "name": f"E{i}"} for i in range(3000)])
+    for command in (["export"], ["export", "--format", "markdown"], ["show", "E1", "E2"]):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # like `| head -c1` once it has its byte
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "memory_server", *command, "--memory-path", str(big)],
+                stdout=write_end, stderr=subprocess.PIPE, text=True, env=server_env(), timeout=300,
+            )  # fmt: skip
+        finally:
+            os.close(write_end)
+        assert (done.returncode, done.stderr) == (0, ""), command
 
 
 # ---- import --------------------------------------------------------------------------------------------------
@@ -415,6 +590,20 @@ def test_check_recognises_files_that_import_reads(tmp_path):
     document.write_text(json.dumps({"entities": [SEED[0]], "relations": []}, indent=2), encoding="utf-8")
     done = cli("check", document)
     assert done.returncode == 1 and "This is a JSON document of entities and relations" in done.stdout
+
+
+@pytest.mark.parametrize("command", ["check", "import"])
+def test_check_and_import_refuse_a_pipe_or_a_device_at_once(memory, tmp_path, command):
+    pipe = tmp_path / "memory-pipe.jsonl"
+    os.mkfifo(pipe)  # no program writes to it: reading would wait forever
+    before = memory.read_bytes()
+    done = cli(command, pipe, "--memory-path", memory, timeout=60)
+    assert done.returncode == 3
+    assert done.stderr == (
+        f"error: {pipe} is a named pipe (FIFO), not a file: {command} reads regular files only. "
+        f"Save its content to a file first, then {command} that file.\n"
+    )
+    assert stat.S_ISFIFO(os.lstat(pipe).st_mode) and memory.read_bytes() == before
 
 
 # ---- view ----------------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from memory_server.contexts import (
     new_context,
 )
 from memory_server.errors import MemoryServerError, ReadOnlyError
+from memory_server.graph import Entity
 from memory_server.project import ProjectNotFoundError
 from memory_server.templates import PathTemplateError
 
@@ -167,6 +168,45 @@ def test_add_context_validates_name_and_markers(tmp_path):
         new_context(contexts, "../etc", "/tmp/x.jsonl")
     with pytest.raises(ContextConfigError, match="plain file or folder name"):
         new_context(contexts, "p", "{projectDir}/m.jsonl", markers=["../../secret"])
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/tmp/" + "x" * 100_000 + ".jsonl", "it has 100,011 bytes; a path may have at most 4,095"),
+        ("{projectDir}/" + "n" * 300 + ".jsonl", "has more than the 255 bytes a name may have"),
+        ("~/.ai-memory/" + "a/" * 2030 + "{projectId}.jsonl", "it leads to a path the system cannot open"),
+    ],
+)
+def test_add_context_refuses_a_path_too_long_and_says_so(tmp_path, path, why):
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    (tmp_path / "shop" / ".git").mkdir(parents=True)
+    with pytest.raises(ContextConfigError, match=re.escape(why)) as refused:
+        new_context(contexts, "long", path, project_dir=str(tmp_path / "shop"))
+    assert "is too long" in str(refused.value) and "Give a shorter path." in str(refused.value)
+    assert len(str(refused.value)) < 300  # the path is cut in the message, not echoed whole
+
+
+def test_a_link_from_one_memory_folder_into_another_is_followed_and_written(tmp_path):
+    registry = registry_in(tmp_path / "cfg")
+    contexts = Contexts(registry)
+    shared = registry.default_path.parent / "projects"  # the data folder: another memory folder
+    shared.mkdir()
+    (Path.home() / ".ai-memory").mkdir()
+    (Path.home() / ".ai-memory" / "projects").symlink_to(shared, target_is_directory=True)
+    project = tmp_path / "shop"
+    (project / ".git").mkdir(parents=True)
+    config = new_context(contexts, "private", "~/.ai-memory/projects/{projectName}.jsonl", project_dir=str(project))
+    registry.add(config)
+    resolved = contexts.resolve("private", project_dir=str(project))
+    contexts.store(resolved).mutate(lambda graph: graph.create_entities([Entity("Ann", "person", ["in sync"])]))
+    assert "Ann" in (shared / "shop.jsonl").read_text() and (Path.home() / ".ai-memory" / "projects").is_symlink()
+    elsewhere = tmp_path / "Dropbox"
+    elsewhere.mkdir()
+    (Path.home() / ".ai-memory" / "projects").unlink()
+    (Path.home() / ".ai-memory" / "projects").symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(PathTemplateError, match="outside your memory folders"):
+        new_context(contexts, "p2", "~/.ai-memory/projects/{projectId}.jsonl", project_dir=str(project))
 
 
 def test_symlink_escape_from_the_project_is_refused(tmp_path):

@@ -624,6 +624,7 @@ async def test_add_context_refuses_unsafe_names_and_paths(world):
         ({"name": "x", "path": str(world.root / "folder.jsonl")}, "folder"),
         ({"name": "x", "path": str(world.root / "link-to-key.jsonl")}, "does not look like a memory file"),
         ({"name": "x", "path": "{projectDir}/data.jsonl"}, "does not look like a memory file"),
+        ({"name": "x", "path": str(world.root / ("x" * 100_000 + ".jsonl"))}, "is too long"),
     ]
     world.write_registry(ctx("default", world.default_file))
     before = world.registry.read_bytes()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from memory_server.interchange import (
     export,
     foreign_kind,
     plan_import,
+    read_input,
     read_source,
 )
 
@@ -92,6 +95,30 @@ def test_read_source_reports_bad_items_where_they_are(tmp_path: Path):
     document = tmp_path / "bad.json"
     document.write_text(json.dumps({"entities": [{"name": "A"}, 3], "relations": {}}))
     assert [p.where for p in read_source(document).problems] == ["entities[0]", "entities[1]", "relations"]
+
+
+def test_read_source_refuses_a_named_pipe_without_waiting_for_a_writer(tmp_path: Path):
+    pipe = tmp_path / "memory.jsonl"
+    os.mkfifo(pipe)
+    outcome: list[BaseException | object] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append(read_source(pipe))
+        except BaseException as problem:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(problem)
+
+    reader = threading.Thread(target=attempt, daemon=True)  # a hang fails the test instead of stopping it
+    reader.start()
+    reader.join(timeout=30)
+    assert outcome, "read_source waited on a pipe no program writes to"
+    assert isinstance(outcome[0], ImportFileError) and "is a named pipe (FIFO), not a file" in str(outcome[0])
+    with pytest.raises(ImportFileError, match="is a folder; give the memory file to check"):
+        read_input(tmp_path, "check")
+    regular = tmp_path / "link.jsonl"
+    regular.symlink_to(tmp_path / "target.jsonl")  # a link to a regular file is read through
+    (tmp_path / "target.jsonl").write_bytes(b"{}\n")
+    assert read_input(regular, "check") == b"{}\n"
 
 
 def test_graphml_is_valid_even_for_text_xml_cannot_hold():

@@ -92,6 +92,14 @@ def test_a_symbolic_link_cannot_lead_out_of_a_memory_folder(tmp_path, folders):
         filled(f"{folders['data']}/{{projectName}}.jsonl", project_in(tmp_path, "shop"), folders)
 
 
+def test_a_link_may_lead_from_one_memory_folder_into_another(tmp_path, folders):
+    (folders["data"] / "projects").mkdir()
+    (folders["memories"] / "projects").symlink_to(folders["data"] / "projects", target_is_directory=True)
+    template = "~/.ai-memory/projects/{projectName}.jsonl"
+    assert filled(template, project_in(tmp_path, "shop"), folders) == folders["memories"] / "projects" / "shop.jsonl"
+    check_template(template, list(folders.values()), folders["config"])
+
+
 def test_a_memory_folder_that_is_itself_a_link_is_the_users_choice(tmp_path, folders):
     synced = tmp_path / "Dropbox" / "memories"
     synced.mkdir(parents=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, sync_playwright
 
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.view import page_data, render_page, script_json
@@ -103,6 +103,15 @@ def settle(page: Page) -> dict[str, Any]:
     return view_state(page)
 
 
+def click_entity(page: Page, name: str) -> Locator:
+    """Click the entity's node; the details panel it opens."""
+    position = page.evaluate("name => window.memoryView.screenPosition(name)", name)
+    page.mouse.click(position["x"], position["y"])
+    details = page.locator("#details")
+    details.wait_for(state="visible")
+    return details
+
+
 def view_state(page: Page) -> dict[str, Any]:
     return page.evaluate("() => { const {screenPosition, ...rest} = window.memoryView; return rest; }")
 
@@ -144,10 +153,7 @@ def test_small_graph_draws_every_node_and_edge_and_shows_observations_on_click(b
     assert counts.get_attribute("data-entities") == "4" and counts.get_attribute("data-relations") == "3"
     assert page.evaluate("window.pwned") is None  # the observation's markup stayed text
 
-    position = page.evaluate("window.memoryView.screenPosition('Bob')")
-    page.mouse.click(position["x"], position["y"])
-    details = page.locator("#details")
-    details.wait_for(state="visible")
+    details = click_entity(page, "Bob")
     assert details.locator("h3").inner_text() == "Bob"
     assert details.locator("ul.observations li").all_inner_texts() == [
         "</script><script>window.pwned = 1</script>",
@@ -166,6 +172,40 @@ def test_small_graph_draws_every_node_and_edge_and_shows_observations_on_click(b
     shot = tmp_path / "small.png"
     page.screenshot(path=str(shot))
     assert png_size(shot) == (1280, 800)
+    assert problems == []
+    page.context.close()
+
+
+PLACEHOLDERS = ["{{title}}", "{{heading}}", "{{style}}", "{{data}}", "{{library}}", "{{app}}"]
+
+
+def test_text_that_looks_like_a_placeholder_or_ends_a_script_stays_text(browser, tmp_path):
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("Web app", "project", [f"index.html uses Handlebars: {p} is filled in" for p in PLACEHOLDERS]),
+            Entity("{{app}}", "{{library}}", ["</script><script>window.pwned = 1</script>", "</SCRIPT >{{data}}"]),
+            Entity("Other", "{{style}}", ["<img src=x onerror='window.pwned = 2'>"]),
+        ]
+    )
+    graph.create_relations([Relation("Web app", "{{app}}", "{{heading}}"), Relation("{{app}}", "Other", "</script>")])
+    folder = tmp_path / "{{app}}"  # the memory's path is on the page too
+    folder.mkdir()
+    path = tmp_path / "memory.html"
+    path.write_text(render_page(graph, "work", folder / "m.jsonl"), encoding="utf-8")
+    page, problems = open_page(browser, path)
+    assert page.evaluate("typeof window.memoryView") == "object", problems  # our script ran
+    state = settle(page)
+    assert (state["entities"], state["relations"], state["shownEntities"], state["shownRelations"]) == (3, 2, 3, 2)
+    assert page.evaluate("window.pwned") is None
+    assert page.locator("h1").inner_text() == f"Memory: work {folder / 'm.jsonl'}"
+
+    details = click_entity(page, "{{app}}")
+    assert details.locator("h3").inner_text() == "{{app}}"
+    assert details.locator("ul.observations li").all_inner_texts() == [
+        "</script><script>window.pwned = 1</script>",
+        "</SCRIPT >{{data}}",
+    ]
     assert problems == []
     page.context.close()
 
