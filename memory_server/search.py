@@ -23,7 +23,6 @@ How a query is ranked (each step measured on bench/personal_memory.py and bench/
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import math
@@ -39,6 +38,7 @@ from memory_server.documents import Snapshot
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.index import DocumentIndex
+from memory_server.joined import JoinedText
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, words
 from memory_server.store import GraphStore
@@ -91,7 +91,7 @@ class GraphIndex(DocumentIndex):
 
     def changed(self, graph: KnowledgeGraph) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
-            self._names: _JoinedText | None = None
+            self._names: JoinedText | None = None
         # The relations are listed, and the user read from the entities, documents and links, only when a
         # first-person question needs them (memory_server.user): a large memory's change must not pay for either.
         # The graph is the store's, read while the store is held for reading (as this index is then up to date).
@@ -107,10 +107,10 @@ class GraphIndex(DocumentIndex):
         return self._links
 
     @property
-    def names(self) -> _JoinedText:
+    def names(self) -> JoinedText:
         if self._names is None:
             self._names_of = self.documents.snapshot.names
-            self._names = _JoinedText(self._names_of)
+            self._names = JoinedText(self._names_of)
         return self._names
 
     def rank(self, query: str, mode: Mode, embedder: Embedder | None, limit: int | None) -> list[Hit]:
@@ -219,7 +219,7 @@ class GraphIndex(DocumentIndex):
 
     def documents_saying(self, word: str) -> list[int]:
         """The observation documents whose text contains `word` (lower-case), in order."""
-        said = _JoinedText(o if o is not None else "" for o in self.observations)
+        said = JoinedText(o if o is not None else "" for o in self.observations)
         return said.holders(word)
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
@@ -251,52 +251,6 @@ def relevant(hits: Sequence[Hit]) -> list[Hit]:
     return [h for h in hits if h.rank >= NAME_MATCH_RANK or (h.relevance > 0 and h.relevance >= floor)]
 
 
-class _JoinedText:
-    """Many texts lower-cased into one string, so finding which of them contain a needle is one `str.find` scan."""
-
-    GAP = "\x00"
-
-    def __init__(self, texts: Iterable[str]) -> None:
-        self._join([text.lower() + self.GAP for text in texts])
-
-    def _join(self, pieces: list[str]) -> None:
-        self.starts = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist() if pieces else []
-        self.text = "".join(pieces)
-
-    def replaced(self, kept: np.ndarray, texts: Callable[[int], str]) -> _JoinedText:
-        """The joined text whose i-th text is this one's text kept[i], or texts(i) where kept[i] is -1. Stretches of
-        texts kept in order are copied as one slice."""
-        if not len(kept):
-            return _JoinedText(())
-        bounds = np.append(np.asarray(self.starts, dtype=np.int64), len(self.text))
-        lengths = np.zeros(len(kept), dtype=np.int64)
-        lengths[kept >= 0] = np.diff(bounds)[kept[kept >= 0]]
-        pieces = []
-        cuts = np.flatnonzero((np.diff(kept) != 1) | (kept[1:] < 0) | (kept[:-1] < 0)) + 1
-        for first, last in zip([0, *cuts.tolist()], [*cuts.tolist(), len(kept)]):
-            if kept[first] >= 0:
-                pieces.append(self.text[bounds[kept[first]] : bounds[kept[last - 1] + 1]])
-                continue
-            for number in range(first, last):
-                pieces.append(texts(number).lower() + self.GAP)
-                lengths[number] = len(pieces[-1])
-        joined = _JoinedText(())
-        joined.text = "".join(pieces)
-        joined.starts = (np.cumsum(lengths) - lengths).tolist()
-        return joined
-
-    def holders(self, needle: str, limit: int | None = None) -> list[int]:
-        """Numbers of the texts that contain `needle` (already lower-case), in order."""
-        found: list[int] = []
-        position = self.text.find(needle)
-        while position != -1 and (limit is None or len(found) < limit):
-            number = bisect.bisect_right(self.starts, position) - 1
-            found.append(number)
-            following = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
-            position = self.text.find(needle, following)
-        return found
-
-
 class KeywordIndex:
     """The official server's search, fast: each entity's name, type and observations lower-cased into one string
     that `str.find` scans, instead of lower-casing every text of the graph on every query."""
@@ -304,7 +258,7 @@ class KeywordIndex:
     def __init__(self, graph: KnowledgeGraph) -> None:
         self.entities = graph.entity_list()
         self._snapshot = Snapshot(self.entities)
-        self.joined = _JoinedText(_keyword_text(e) for e in self.entities)
+        self.joined = JoinedText(_keyword_text(e) for e in self.entities)
         self.updates = 0
 
     def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
@@ -325,7 +279,7 @@ class KeywordIndex:
         """Entities in file order whose name, type or an observation contains the query, ignoring case; each
         hit names the first observation that matched (None when the name or type did)."""
         needle = query.lower()
-        if not needle or _JoinedText.GAP in needle:  # could match across two texts: test each entity instead
+        if not needle or JoinedText.GAP in needle:  # could match across two texts: test each entity instead
             found = [e for e in self.entities if _contains(e, needle)][:limit]
         else:
             found = [self.entities[n] for n in self.joined.holders(needle, limit)]
@@ -333,7 +287,7 @@ class KeywordIndex:
 
 
 def _keyword_text(entity: Entity) -> str:
-    return _JoinedText.GAP.join([entity.name, entity.entity_type, *entity.observations])
+    return JoinedText.GAP.join([entity.name, entity.entity_type, *entity.observations])
 
 
 def _contains(entity: Entity, needle: str) -> bool:
