@@ -9,18 +9,15 @@ file is not the one that was read, and the caller reads it again.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import errno
 import glob
 import hashlib
 import os
-import queue
 import secrets
 import stat
 import sys
-import threading
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -330,44 +327,10 @@ def _install(temp: Path, path: Path, expected: Stamp | None | object, ours: int)
             os.replace(temp, path)
             return
         if expected.same_content(os.lstat(temp)):
-            _discard(temp)  # the old file, now under the temporary name
+            os.unlink(temp)  # the old file, now under the temporary name
             return
         _put_back(temp, path, ours)
         raise FileChangedError()
-
-
-def _discard(old: Path) -> None:
-    """Delete the replaced file in a worker thread: freeing a large file's blocks takes milliseconds the write need
-    not wait for (nor hold the lock for). What is still queued when the process exits is deleted then; a killed
-    process leaves it to the next writer's sweep (remove_stale_temp_files)."""
-    global _discarder
-    _DISCARDED.put(old)
-    with _DISCARDER_MUTEX:
-        if _discarder is None:
-            _discarder = threading.Thread(target=_discard_forever, name="discard-replaced-files", daemon=True)
-            _discarder.start()
-            atexit.register(_discard_now)
-
-
-def _discard_forever() -> None:
-    while True:
-        _unlink_quietly(_DISCARDED.get())
-
-
-def _discard_now() -> None:
-    with contextlib.suppress(queue.Empty):
-        while True:
-            _unlink_quietly(_DISCARDED.get_nowait())
-
-
-def _unlink_quietly(path: Path) -> None:
-    with contextlib.suppress(OSError):  # swept already by another writer
-        os.unlink(path)
-
-
-_DISCARDED: queue.SimpleQueue[Path] = queue.SimpleQueue()
-_DISCARDER_MUTEX = threading.Lock()
-_discarder: threading.Thread | None = None
 
 
 def _put_back(temp: Path, path: Path, ours: int) -> None:
