@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 DEFAULT_MAX_RESULT_TOKENS = 20_000
+MIN_RESULT_TOKENS = 1_000  # a smaller budget cannot hold what a result needs around its content
 FILL = 0.9  # share of the budget a result is filled to
 ECHO_SHARE = 0.25  # a write's echo repeats what the caller just sent: a quarter of the budget is plenty
 CUT_MARK = "… [cut]"
@@ -52,6 +53,10 @@ class Budget:
     def fill(self) -> float:
         """The tokens a result is filled to (infinite when unlimited)."""
         return float("inf") if self.unlimited else self.max_tokens * FILL
+
+    def less(self, tokens: float) -> Budget:
+        """This budget with `tokens` already spent on what a result adds around the part being fitted."""
+        return self if self.unlimited else Budget(max(1, int(self.max_tokens - tokens)))
 
     def share(self, part: float) -> Budget:
         return self if self.unlimited else Budget(max(1, int(self.max_tokens * part)))
@@ -99,23 +104,106 @@ def largest_fitting(
 
 
 def cut_item(item: dict[str, Any], room: float) -> tuple[dict[str, Any], str | None]:
-    """`item` cut to about `room` tokens: its list of texts shortened, then over-long strings clipped; with a
-    note saying what was left out (None when nothing was)."""
+    """`item` cut to about `room` tokens: its lists of texts fitted (see `fit_texts`), then over-long single
+    strings clipped; with a note saying what was left out (None when nothing was)."""
     if item_tokens(item) <= room:
         return item, None
     cut = dict(item)
     notes = []
-    for key, value in item.items():
-        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            kept = prefix_fitting(lambda i, v=value: item_tokens(v[i]), len(value), room * 0.9)
-            cut[key] = value[:kept]
-            if kept < len(value):
-                notes.append(f"{kept} of {len(value)} {key} shown")
+    lists = [k for k, v in item.items() if isinstance(v, list) and v and all(isinstance(x, str) for x in v)]
+    rest = {k: v for k, v in item.items() if k not in lists}
+    for key in lists:
+        fitted = fit_texts(item[key], (room - item_tokens(rest)) / len(lists))
+        cut[key] = fitted.texts
+        notes.append(fitted.describe(key))
     if item_tokens(cut) > room:  # single strings too long for a result: clip them
         limit = max(40, int(room * 4 * 0.8 / max(1, _strings_in(cut))))
         cut = _clip(cut, limit)
         notes.append(f"texts longer than {limit} characters clipped")
-    return cut, "; ".join(notes)
+    return cut, "; ".join(filter(None, notes)) or None
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """Texts fitted into a room: those shown (in the order asked), where each came from, how many were shortened."""
+
+    texts: list[str]
+    indexes: list[int]  # of each shown text in the list given
+    total: int
+    clipped: int
+
+    def describe(self, what: str) -> str:
+        """E.g. `3 of 5,000 observations shown, 1 shortened`; empty when all were shown whole."""
+        parts = []
+        if len(self.texts) < self.total:
+            parts.append(f"{len(self.texts)} of {self.total} {what} shown")
+        if self.clipped:
+            parts.append(f"{self.clipped} shortened" if parts else f"{what}: {self.clipped} shortened")
+        return ", ".join(parts)
+
+
+def fit_texts(texts: Sequence[str], room: float, order: Sequence[int] | None = None) -> Fitted:
+    """The texts (taken in `order`, default as given) fitted into `room` tokens, leaving out as little as
+    possible: every text shorter than a cap is kept whole and the longer ones are clipped to the cap, the cap
+    as high as the room allows. When even a cap of MIN_TEXT_TOKENS cannot fit them all, the first ones (in
+    `order`) are kept whole, but none longer than a quarter of the room. So one pasted document never hides the
+    short facts beside it."""
+    order = list(range(len(texts))) if order is None else list(order)
+    costs = [item_tokens(texts[i]) for i in order]
+    if sum(costs) <= room:
+        return Fitted([texts[i] for i in order], order, len(texts), 0)
+    cap = _cap(costs, room)
+    if cap < MIN_TEXT_TOKENS:
+        cap = max(room / 4, MIN_TEXT_TOKENS)
+    shown: list[str] = []
+    indexes: list[int] = []
+    used = 0.0
+    for index, cost in zip(order, costs, strict=True):
+        text = texts[index] if cost <= cap else clip(texts[index], cap)
+        used += min(cost, cap)
+        if used > room:
+            break
+        shown.append(text)
+        indexes.append(index)
+    clipped = sum(1 for text, index in zip(shown, indexes, strict=True) if text is not texts[index])
+    return Fitted(shown, indexes, len(texts), clipped)
+
+
+def clip(text: str, tokens: float) -> str:
+    """`text` shortened to about `tokens` tokens, ending with a mark that gives its whole length."""
+    mark = f"… [cut: {len(text):,} characters in all]"
+    room = max(tokens - item_tokens(mark), 4)
+    keep = min(len(text), int(room * 4))
+    while keep > 1 and item_tokens(text[:keep]) > room:  # texts outside ASCII cost more per character
+        keep = max(1, min(keep - 1, int(keep * room / item_tokens(text[:keep]) * 0.95)))
+    return text[:keep] + mark
+
+
+def clip_long(value: T, tokens: float) -> T:
+    """`value` with every string that costs more than `tokens` clipped to that; `value` itself when none does."""
+    if isinstance(value, str):
+        return clip(value, tokens) if item_tokens(value) > tokens else value  # type: ignore[return-value]
+    if isinstance(value, dict):
+        clipped = {k: clip_long(v, tokens) for k, v in value.items()}
+        return value if all(clipped[k] is v for k, v in value.items()) else clipped  # type: ignore[return-value]
+    if isinstance(value, list):
+        items = [clip_long(v, tokens) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items  # type: ignore[return-value]
+    return value
+
+
+MIN_TEXT_TOKENS = 40  # a text is never clipped shorter than this (about 160 characters): enough to tell what it says
+
+
+def _cap(costs: list[float], room: float) -> float:
+    """The largest cap such that the costs, each limited to it, add up to at most `room` (water-filling)."""
+    left = room
+    ordered = sorted(costs)
+    for position, cost in enumerate(ordered):
+        if cost * (len(ordered) - position) > left:
+            return left / (len(ordered) - position)
+        left -= cost
+    return float("inf")
 
 
 def _strings_in(value: Any) -> int:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_server import __version__
+from memory_server.budget import MIN_RESULT_TOKENS
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts
@@ -241,7 +242,8 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
         type=_token_count,
         metavar="N",
         default=env("MEMORY_MAX_RESULT_TOKENS") or "20000",
-        help="most tokens per result, 0: no limit [MEMORY_MAX_RESULT_TOKENS] (default: 20000)",
+        help=f"most tokens per result (at least {MIN_RESULT_TOKENS}), 0: no limit [MEMORY_MAX_RESULT_TOKENS] "
+        "(default: 20000)",
     )
     add(
         "--log-level",
@@ -400,8 +402,13 @@ def _positive_int(value: str) -> int:
 
 
 def _token_count(value: str) -> int:
-    """A number of tokens, or 0 for no limit."""
+    """A number of tokens, at least MIN_RESULT_TOKENS (what a result needs around its content: its header, a
+    cursor, the next step), or 0 for no limit."""
+    problem = f"{value!r} must be a whole number of tokens, at least {MIN_RESULT_TOKENS}, or 0 for no limit"
     try:
-        return 0 if value.strip() == "0" else _positive_int(value)
+        tokens = 0 if value.strip() == "0" else _positive_int(value)
     except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"{value!r} must be a whole number of tokens, or 0 for no limit") from None
+        raise argparse.ArgumentTypeError(problem) from None
+    if 0 < tokens < MIN_RESULT_TOKENS:
+        raise argparse.ArgumentTypeError(problem)
+    return tokens

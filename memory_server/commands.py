@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from memory_server import interchange, present
+from memory_server import everywhere, interchange, present
 from memory_server.contexts import Contexts, ResolvedContext
 from memory_server.embeddings import EmbedderSlot
 from memory_server.errors import MemoryServerError
@@ -142,11 +142,19 @@ def search_command(run: Run) -> int:
         if embedder is not None:
             embedder.on_progress = _ProgressBar(run.err, "Embedding the memory (once; kept in the vector cache)")
     if o.context == EVERY_CONTEXT:
-        searched, unresolved = run.contexts.resolve_every()
-        targets = [every_target(run.contexts, r, o.project_boost) for r in searched]
-        header = f"{EVERY_CONTEXT} → {', '.join(r.name for r in searched)}"
-        if unresolved:
-            run.warn(f"not searched (no file can be resolved now): {', '.join(unresolved)}")
+        searched, targets = [], []
+        resolved, unresolved = run.contexts.resolve_each()
+        for name, problem in unresolved:
+            run.warn(f"not searched: {name}: {everywhere.reason(problem)}")
+        for context in resolved:
+            target = every_target(run.contexts, context, o.project_boost)
+            problem = everywhere.unreadable(target)
+            if problem is None:
+                searched.append(context)
+                targets.append(target)
+            else:  # one broken file never hides the other memories
+                run.warn(f"not searched: {context.name}: {everywhere.reason(problem)}")
+        header = f"{EVERY_CONTEXT} → {', '.join(r.name for r in searched) or 'no context'}"
     else:
         searched = [run.context()]
         targets = [Target(searched[0].name, run.contexts.store(searched[0]))]

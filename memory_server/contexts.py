@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memory_server.errors import MemoryFileError, MemoryServerError, ReadOnlyError, echo
+from memory_server.errors import MemoryFileError, MemoryServerError, ReadOnlyError, echo, listed
 from memory_server.files import FileChangedError, read_regular
 from memory_server.graph import KnowledgeGraph
 from memory_server.project import Project, ProjectNotFoundError, find_project, folder_from
@@ -73,7 +73,7 @@ class ActiveContextGoneError(UnknownContextError):
         return (
             f"The active context {echo(self.name)} is no longer in {self.registry} (another process or a person "
             "removed it), so nothing was read or written. Call set_active_context with one of: "
-            f"{', '.join(self.known)}; or add {echo(self.name)} back."
+            f"{listed(self.known)}; or add {echo(self.name)} back."
         )
 
 
@@ -161,12 +161,13 @@ class Contexts:
             raise ActiveContextGoneError(self._active, gone.known, self.registry.file) from None
 
     def problems(self) -> list[str]:
-        """What every result should warn about: the registry's problems, and an active context that is gone."""
+        """What every result should warn about: the registry's problems (the first few), and an active context
+        that is gone."""
         try:
             self.active_config()
         except ActiveContextGoneError as gone:
-            return [*self.registry.problems(), str(gone)]
-        return self.registry.problems()
+            return [*self.registry.problems(brief=True), str(gone)]
+        return self.registry.problems(brief=True)
 
     def set_active(self, name: str) -> ContextConfig:
         config = self.registry.get(name)
@@ -216,18 +217,22 @@ class Contexts:
         filled = fill(config.path, project, self.memory_folders(), self.registry.directory)
         return ResolvedContext(config.name, filled.path, config, read_only, project, project_file=filled.in_project)
 
-    def resolve_every(self, project_dir: str | None = None) -> tuple[list[ResolvedContext], list[str]]:
-        """Every context whose file can be worked out now, each file once (the first name of a file wins), and the
-        names of the contexts that cannot be resolved now."""
+    def resolve_each(
+        self, project_dir: str | None = None
+    ) -> tuple[list[ResolvedContext], list[tuple[str, MemoryServerError]]]:
+        """Every context whose file can be worked out now, each file once (the first name of a file wins), and
+        why each context left out cannot be resolved now."""
         resolved: list[ResolvedContext] = []
-        unresolved: list[str] = []
+        paths: set[Path] = set()
+        unresolved: list[tuple[str, MemoryServerError]] = []
         for config in self.registry.contexts():
             try:
                 context = self.resolve_config(config, project_dir)
-            except MemoryServerError:
-                unresolved.append(config.name)
+            except MemoryServerError as problem:
+                unresolved.append((config.name, problem))
                 continue
-            if all(r.path != context.path for r in resolved):
+            if context.path not in paths:
+                paths.add(context.path)
                 resolved.append(context)
         return resolved, unresolved
 

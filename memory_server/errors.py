@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 ECHO_LIMIT = 80  # characters of a caller's value that an error text repeats
+LIST_LIMIT = 10  # values of a list that an error text repeats
 
 
 class MemoryServerError(Exception):
@@ -23,7 +25,7 @@ class EntityNotFoundError(MemoryServerError, LookupError):
         self.name = name
 
     def __str__(self) -> str:
-        return f"Entity with name {self.name} not found"
+        return f"Entity with name {shortened(self.name)} not found"
 
 
 class MemoryFileError(MemoryServerError, OSError):
@@ -139,6 +141,17 @@ class LockUnavailableError(MemoryServerError, PermissionError):
             f"{path} was read without its lock ({self.lock_path}: {self.problem}), so a change another server was "
             f"making at that moment may be missing; writes to it are refused until this is fixed. {self.fix}"
         )
+
+
+def shortened(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` as it is when short, else its start and its length: `Lorem ipsum… (500,000 characters)`."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def listed(values: Sequence[str], limit: int = LIST_LIMIT) -> str:
+    """Values for a message, each shortened, at most `limit` of them: `a, b, c and 4,980 more`."""
+    shown = ", ".join(shortened(value) for value in values[:limit])
+    return shown + (f" and {len(values) - limit:,} more" if len(values) > limit else "")
 
 
 def echo(value: object, limit: int = ECHO_LIMIT) -> str:

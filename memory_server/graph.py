@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from memory_server.errors import EntityNotFoundError
+from memory_server.errors import EntityNotFoundError, echo
 
 # The records and their line codec live in jsonl.py; they are also imported from here.
 from memory_server.follow import Changes, Following, Segment  # noqa: F401
@@ -321,7 +321,7 @@ class KnowledgeGraph(Following):
             self._dirty.add(at)  # an exact copy: dropped at the next rewrite
             return None
         # A second version that differs: keep it, untouched, and say so.
-        what = f"entity {record.name!r}" if isinstance(record, Entity) else "relation"
+        what = f"entity {echo(record.name)}" if isinstance(record, Entity) else "relation"
         self._shadowed.setdefault(identity(record), []).append(at)
         self._unusable += 1
         text = line.decode("utf-8", "surrogateescape")

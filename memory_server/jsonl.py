@@ -82,10 +82,13 @@ def decode_line(line: str) -> Entity | Relation:
 
 
 def parse_or_problem(line: str) -> Any:
+    """The JSON object on a line that is not blank, or a ValueError saying why there is none (a line holding
+    `null`, a number, a string or an array is kept as an unusable line, never taken for a blank one)."""
     try:
-        return _parse_json(line)
+        value = _parse_json(line)
     except ValueError as problem:
         return problem
+    return value if isinstance(value, dict) else ValueError("not a JSON object")
 
 
 def _parse_json(line: str) -> Any:

@@ -24,7 +24,9 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
@@ -37,6 +39,14 @@ TOP_CONNECTED = 10
 
 class CursorError(MemoryServerError, ValueError):
     """A cursor that cannot be used: not ours, made for other arguments, or older than the memory."""
+
+
+class Paged(Protocol):
+    """What a cursor pages through: its fingerprint and its length."""
+
+    fingerprint: str
+
+    def __len__(self) -> int: ...
 
 
 class Listing:
@@ -61,13 +71,11 @@ class Listing:
         self.entity_count = len(entities)
         self.relation_count = len(self.items) - len(entities)
         # The order of the items follows from the order of the entities and of the relations given.
-        self.fingerprint = _digest(
-            "\x1e".join(
-                [
-                    *(label + "\x1f" + entity.name for label, entity in entities),
-                    *(f"{label}\x1f{r.source}\x1f{r.target}\x1f{r.relation_type}" for label, r in relations),
-                ]
-            )
+        self.fingerprint = fingerprint_of(
+            [
+                *(label + "\x1f" + entity.name for label, entity in entities),
+                *(f"{label}\x1f{r.source}\x1f{r.target}\x1f{r.relation_type}" for label, r in relations),
+            ]
         )
 
     def __len__(self) -> int:
@@ -93,7 +101,7 @@ class Cursor:
     arguments: str  # digest of the arguments that chose the listing
     state: str  # the listing's fingerprint
     offset: int
-    carry: dict[str, Any] = field(default_factory=dict)  # arguments a later call may leave out
+    carry: dict[str, Any] = field(default_factory=dict)  # arguments a later call may leave out (see Carry)
 
     def encode(self) -> str:
         data = json.dumps([self.tool, self.arguments, self.state, self.offset, self.carry], separators=(",", ":"))
@@ -101,34 +109,68 @@ class Cursor:
 
     @classmethod
     def decode(cls, text: str, tool: str) -> Cursor:
+        """The cursor `text` holds, checked field by field: anything but a cursor this server made (cut, edited,
+        from elsewhere) gets one error saying to start again."""
         try:
-            data = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-            name, arguments, state, offset, carry = data
-            cursor = cls(str(name), str(arguments), str(state), int(offset), dict(carry))
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+            if len(text) > MAX_CURSOR:
+                raise ValueError("longer than any cursor this server makes")
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            name, arguments, state, offset, carry = _CURSOR.validate_json(raw)
+        except (ValueError, binascii.Error):  # pydantic's ValidationError is a ValueError
             raise CursorError(
-                f"The cursor {_short(text)!r} is not one this server gave out. Pass nextCursor exactly as the "
-                f"previous page returned it, or call {tool} without cursor to start at the first page."
+                f"The cursor {_short(text)!r} is not one this server gave out (or it was changed on the way). Pass "
+                f"nextCursor exactly as the previous page returned it, or call {tool} without cursor to start again "
+                "at the first page."
             ) from None
-        if cursor.tool != tool:
+        if name != tool:
             raise CursorError(
-                f"This cursor continues {cursor.tool}, not {tool}. Call {cursor.tool} with it, or call {tool} "
-                "without cursor to start at the first page."
+                f"This cursor continues {name}, not {tool}. Call {name} with it, or call {tool} without cursor to "
+                "start at the first page."
             )
-        return cursor
+        return cls(name, arguments, state, offset, carry.model_dump(exclude_none=True))
 
-    def check(self, arguments: str, listing: Listing, tool: str) -> None:
-        """Refuse this cursor for a listing other than the one it was made for."""
+    def check(self, arguments: str, listing: Paged, tool: str, changed: str = "", state: str | None = None) -> None:
+        """Refuse this cursor for a listing other than the one it was made for. `changed` says what makes the
+        listing change for this tool (by default: entities or relations added or removed); `state` is what the
+        cursor's state must be (by default the listing's fingerprint)."""
         if arguments != self.arguments:
             raise CursorError(
                 f"This cursor was made by a {tool} call with other arguments (or another context). Repeat the "
                 f"arguments of the call that returned it, or call {tool} without cursor to start at the first page."
             )
-        if listing.fingerprint != self.state or self.offset > len(listing):
+        if (state or listing.fingerprint) != self.state:
             raise CursorError(
-                "The memory changed since this cursor was made (entities or relations were added or removed), so "
-                f"its pages would no longer line up. Call {tool} again without cursor to start at the first page."
+                f"The memory changed since this cursor was made ({changed or _LISTING_CHANGED}), so the next pages "
+                f"would skip or repeat some. Call {tool} again without cursor to start at the first page, which "
+                "shows the memory as it is now."
             )
+        if self.offset > len(listing):  # same listing, an offset past its end: the cursor was edited
+            raise CursorError(
+                f"The cursor points past the end of what it pages through, so it is not one this server gave out. "
+                f"Call {tool} without cursor to start again at the first page."
+            )
+
+
+MAX_CURSOR = 2_000  # characters: a cursor carries a few digests and short arguments
+CARRY_LIMIT = 200  # characters of an entityType a cursor carries; a longer one is repeated by the caller instead
+_LISTING_CHANGED = "entities or relations were added or removed"
+
+
+class Carry(BaseModel):
+    """The arguments a read_graph cursor carries, so the next call may leave them out."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    detail: Literal["full", "summary", "names"] | None = None
+    entityType: Annotated[str, Field(max_length=CARRY_LIMIT)] | None = None
+    limit: Annotated[int, Field(ge=1)] | None = None
+
+
+_Text = Annotated[str, Field(max_length=64)]
+_CURSOR = TypeAdapter(
+    tuple[Annotated[str, Field(pattern=r"^[a-z_]{1,40}$")], _Text, _Text, Annotated[int, Field(ge=0, le=2**53)], Carry],
+    config=ConfigDict(strict=True),
+)
 
 
 def cached(graph: KnowledgeGraph, key: Hashable, make: Callable[[], T]) -> T:
@@ -209,6 +251,11 @@ def neighbourhood(graph: KnowledgeGraph, names: Iterable[str], depth: int) -> li
         seen.update(reached)
         found += ring
     return found
+
+
+def fingerprint_of(keys: Iterable[str]) -> str:
+    """A short digest of keys in order: what a cursor checks that its listing is still the same."""
+    return _digest("\x1e".join(keys))
 
 
 def _digest(text: str) -> str:

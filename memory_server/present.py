@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
-from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo
+from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo, listed, shortened
 from memory_server.search import Outcome, ranked_entities
 from memory_server.store import GraphStore
 
@@ -89,6 +89,14 @@ def header(resolved: ResolvedContext | None, unresolved_name: str | None = None)
     return f"[memory: {shown} → (no file)]"
 
 
+def bounded_warnings(notes: list[str]) -> list[str]:
+    """A result's warnings, each of bounded length (a registry's problems come summed up already)."""
+    return [shortened(note, WARNING_LIMIT) for note in notes]
+
+
+WARNING_LIMIT = 1_000  # characters of one warning
+
+
 def text(resolved: ResolvedContext | None, warnings: list[str], body: str, unresolved_name: str | None = None) -> str:
     parts = [header(resolved, unresolved_name), *(f"Warning: {w}" for w in warnings), body]
     return "\n".join(p for p in parts if p)
@@ -103,8 +111,16 @@ class Call:
 
     def __call__(self, **more: Any) -> str:
         given = {**self.arguments, **more}
-        shown = [f"{k}={v if _is_placeholder(v) else _compact(v)}" for k, v in given.items()]
+        shown = [f"{k}={_argument(k, v)}" for k, v in given.items()]
         return f"{self.tool}({', '.join(shown)})"
+
+
+def _argument(key: str, value: Any) -> str:
+    if _is_placeholder(value):
+        return str(value)
+    if isinstance(value, str) and len(value) > ECHO_LIMIT:  # a long query is repeated by the caller, not by us
+        return f"<the same {key}>"
+    return _compact(value)
 
 
 def _is_placeholder(value: Any) -> bool:
@@ -138,8 +154,8 @@ def narrowing(types: dict[str, int]) -> str:
 
 
 def no_such_type(entity_type: str, types: dict[str, int]) -> str:
-    known = ", ".join(f"{_compact(t)} ({n})" for t, n in types.items()) or "none; the memory is empty"
-    return f"No entity has the type {_compact(entity_type)}. Types in this memory: {known}."
+    known = listed([f"{_compact(shortened(t))} ({n})" for t, n in types.items()]) or "none; the memory is empty"
+    return f"No entity has the type {_compact(shortened(entity_type))}. Types in this memory: {known}."
 
 
 def range_line(listing: Any, start: int, end: int, what: str = "entities") -> str:
@@ -187,15 +203,17 @@ def _compact(value: Any) -> str:
 
 def contexts_listing(contexts: Contexts, project_dir: str | None = None) -> dict[str, Any]:
     """Every context, sorted by name, with where its file is now (or why it cannot be worked out)."""
-    described = []
-    for config in contexts.registry.contexts():
-        try:
-            resolved = contexts.resolve_config(config, project_dir)
-        except MemoryServerError as problem:
-            described.append(context_info(contexts, config, None, str(problem)))
-            continue
-        described.append(context_info(contexts, config, resolved, None))
+    described = [describe_context(contexts, config, project_dir) for config in contexts.registry.contexts()]
     return {"activeContext": contexts.active_name, "contexts": described}
+
+
+def describe_context(contexts: Contexts, config: ContextConfig, project_dir: str | None = None) -> dict[str, Any]:
+    """One context: where its file is now (or why it cannot be worked out) and how much it holds."""
+    try:
+        resolved = contexts.resolve_config(config, project_dir)
+    except MemoryServerError as problem:
+        return context_info(contexts, config, None, str(problem))
+    return context_info(contexts, config, resolved, None)
 
 
 def context_info(
@@ -263,9 +281,9 @@ def instructions(contexts: Contexts) -> str:
         f"Active context: {active.name} → {where}.",
     ]
     if others:
-        listed = ", ".join(f"{c.name} ({c.description or c.path})" for c in others[:_MAX_LISTED])
+        shown = ", ".join(f"{c.name} ({shortened(c.description or c.path, 100)})" for c in others[:_MAX_LISTED])
         more = f" and {len(others) - _MAX_LISTED} more (list_contexts)" if len(others) > _MAX_LISTED else ""
-        lines.append(f"Other contexts: {listed}{more}. Pass context=<name> for one call, or set_active_context.")
+        lines.append(f"Other contexts: {shown}{more}. Pass context=<name> for one call, or set_active_context.")
     lines += [
         "Search first (search_nodes), then open_nodes on the names you need (depth=1 adds their neighbours).",
         'On a large memory read_graph comes in pages: follow nextCursor, or narrow with entityType or detail="names".',

@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 from urllib.request import url2pathname
 
-from memory_server.errors import MemoryServerError, echo
+from memory_server.errors import MemoryServerError, echo, listed
 from memory_server.git import find_checkout
 
 DEFAULT_MARKERS: tuple[str, ...] = (
@@ -84,7 +84,7 @@ class ProjectNotFoundError(MemoryServerError, LookupError):
     def __str__(self) -> str:
         return (
             f"No project found for context '{self.context}': {self.reason()}. "
-            f"Markers looked for: {', '.join(self.markers)}. "
+            f"Markers looked for: {listed(self.markers)}. "
             "Open a project folder in your client, set MEMORY_PROJECT_DIR, pass projectDir to this call, "
             "or switch to another context with set_active_context."
         )

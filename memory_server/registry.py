@@ -22,7 +22,7 @@ import filelock
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
-from memory_server.errors import MemoryFileError, MemoryServerError, echo
+from memory_server.errors import MemoryFileError, MemoryServerError, echo, listed
 from memory_server.files import (
     Stamp,
     lock_path_for,
@@ -40,6 +40,7 @@ REGISTRY_FILE = "contexts.json"
 NAME_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"
 _FIX_ADVICE = "Fix the file by hand; the server never overwrites it."
 _CREATE_ADVICE = "add_context and persist=true need that folder to be writable, with free space."
+_PROBLEMS_LISTED = 3  # of the registry's problems, in an error or a result's warnings
 _CREATE_RETRY = 5.0  # seconds between attempts to create a registry that could not be created
 
 
@@ -50,7 +51,7 @@ class UnknownContextError(MemoryServerError, LookupError):
         self.known = known
 
     def __str__(self) -> str:
-        return f"Unknown context {echo(self.name)}. Known contexts: {', '.join(self.known)}. Use one of these names."
+        return f"Unknown context {echo(self.name)}. Known contexts: {listed(self.known)}. Use one of these names."
 
 
 class ContextConfigError(MemoryServerError, ValueError):
@@ -144,10 +145,19 @@ class ContextRegistry:
             self._refresh()
             return self._active
 
-    def problems(self) -> list[str]:
+    def problems(self, brief: bool = False) -> list[str]:
+        """What is wrong with the file, one problem a line; `brief`: the first few and how many more (for a
+        result or an error, which must stay short however broken the file is)."""
         with self._mutex:
             self._refresh()
-            return list(self._problems)
+            problems = list(self._problems)
+        if not brief or len(problems) <= _PROBLEMS_LISTED:
+            return problems
+        more = len(problems) - _PROBLEMS_LISTED
+        return [
+            *problems[:_PROBLEMS_LISTED],
+            f"And {more:,} more problems in {self.file}: `mcp-memory-contexts contexts` lists them all.",
+        ]
 
     # ---- editing -------------------------------------------------------------------------------------------
 
@@ -277,7 +287,7 @@ class ContextRegistry:
             if self._problems:
                 raise ContextConfigError(
                     f"{self.file} has problems, so it is not changed until they are fixed by hand: "
-                    + " ".join(self._problems)
+                    + " ".join(self.problems(brief=True))
                 )
             try:
                 data = json.loads(self.file.read_text(encoding="utf-8"))

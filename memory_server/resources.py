@@ -18,8 +18,10 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 from mcp_types import (
+    INVALID_PARAMS,
     EmptyResult,
     ListResourcesResult,
     PaginatedRequestParams,
@@ -29,9 +31,9 @@ from mcp_types import (
 )
 
 from memory_server.budget import Budget
+from memory_server.context_list import DESCRIPTION_LIMIT, contexts_document
 from memory_server.contexts import Contexts
-from memory_server.errors import MemoryServerError
-from memory_server.present import as_json
+from memory_server.errors import MemoryServerError, shortened
 from memory_server.results import graph_document
 from memory_server.search import Searcher
 from memory_server.store import GraphStore
@@ -43,6 +45,7 @@ TRIM_EVERY = 60.0  # seconds between two looks for memories not used lately
 GRAPH_URI = "memory://knowledge-graph"
 CONTEXTS_URI = "memory://contexts"
 CONTEXT_URI = "memory://contexts/{name}"
+RESOURCES_PAGE = 100  # resources per page of resources/list: about 25,000 characters at most
 
 
 class LiveUpdates:
@@ -141,7 +144,7 @@ def _real(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, budget: Budget) -> None:
+def add_resources(server: MCPServer, live: LiveUpdates, budget: Budget) -> None:
     contexts = live.contexts
 
     def graph_json(name: str | None) -> str:
@@ -172,7 +175,7 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, 
         mime_type="application/json",
     )
     def all_contexts() -> str:
-        return as_json(describe_contexts())
+        return contexts_document(contexts, budget)
 
     @server.resource(
         CONTEXT_URI,
@@ -189,19 +192,24 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, 
             )
         return graph_json(name)
 
-    async def list_resources(_ctx: Any, _params: Any) -> ListResourcesResult:
-        """The fixed resources and one per context, as the registry holds them now."""
+    async def list_resources(_ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        """The fixed resources and one per context, as the registry holds them now, in pages of RESOURCES_PAGE
+        (as the protocol pages lists: `nextCursor`, then `cursor`)."""
         per_context = [
             Resource(
                 uri=CONTEXT_URI.format(name=config.name),
                 name=f"context-{config.name}",
                 title=f"Memory context '{config.name}'",
-                description=config.description or f"The knowledge graph of the '{config.name}' context",
+                description=shortened(config.description, DESCRIPTION_LIMIT)
+                or f"The knowledge graph of the '{config.name}' context",
                 mime_type="application/json",
             )
             for config in await anyio.to_thread.run_sync(contexts.registry.contexts)
         ]
-        return ListResourcesResult(resources=[*await server.list_resources(), *per_context])
+        every = [*await server.list_resources(), *per_context]
+        start = _resources_offset(params.cursor if params else None, len(every))
+        end = start + RESOURCES_PAGE
+        return ListResourcesResult(resources=every[start:end], next_cursor=str(end) if end < len(every) else None)
 
     # MCPServer has no public hook for resources/subscribe (which also advertises the capability), nor for a
     # resource list that changes with the registry.
@@ -209,3 +217,15 @@ def add_resources(server: MCPServer, live: LiveUpdates, describe_contexts: Any, 
     lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, live.subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, live.unsubscribe)
+
+
+def _resources_offset(cursor: str | None, count: int) -> int:
+    """Where a page of resources/list starts: the cursor is the offset the previous page gave out."""
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 9 or int(cursor) > count:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message="This cursor is not one this server gave out for resources/list; list again without cursor.",
+        )
+    return int(cursor)

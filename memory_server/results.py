@@ -16,15 +16,21 @@ from memory_server import present
 from memory_server.budget import (
     ECHO_SHARE,
     Budget,
+    clip,
+    clip_long,
     cut_item,
+    fit_texts,
     item_tokens,
     json_tokens,
     largest_fitting,
     prefix_fitting,
 )
+from memory_server.errors import echo as quoted
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.paging import (
+    CARRY_LIMIT,
     Cursor,
+    CursorError,
     Labelled,
     Listing,
     arguments_digest,
@@ -38,6 +44,7 @@ from memory_server.search import LabelledHit, Outcome, ranked_entities
 Detail = Literal["full", "summary", "names"]
 Shaped = tuple[dict[str, Any], str]
 Render = Callable[[Sequence[Labelled], int, str | None], Shaped]
+Cut = Callable[[Labelled, float], tuple[Labelled, str]]
 
 _SKELETON_RESERVE = 150  # tokens for what is added after a page is made: the header line, the context object
 
@@ -73,13 +80,14 @@ def read_graph(graph: KnowledgeGraph, budget: Budget, query: GraphQuery, context
     if cursor is not None:
         cursor.check(digest, listing, "read_graph")
     start = cursor.offset if cursor else 0
-    carried = {"detail": detail if detail != "full" else None, "entityType": entity_type, "limit": limit}
-    carried = {k: v for k, v in carried.items() if v is not None}
+    long_type = entity_type is not None and len(entity_type) > CARRY_LIMIT  # repeated by the caller, not carried
+    carried = {"detail": detail if detail != "full" else None, "entityType": None if long_type else entity_type}
+    carried = {k: v for k, v in {**carried, "limit": limit}.items() if v is not None}
     shape = _shaper(detail, graph)
     head, head_lines, narrow = _graph_head(graph, budget, query, entity_type, bool(entities))
     if detail != "full" and relations:
         head_lines.append(f"Relations are left out in detail={detail!r}; detail='full' gives them.")
-    call = present.Call("read_graph")
+    call = present.Call("read_graph", entityType="<the same entityType>" if long_type else None)
 
     def render(items: Sequence[Labelled], end: int, note: str | None) -> Shaped:
         structured = dict(head)
@@ -118,7 +126,9 @@ def open_nodes(
     listing = Listing([("", e) for e in entities], [("", r) for r in relations])
     digest = arguments_digest(context, sorted(set(names)), depth)
     if cursor is not None:
-        cursor.check(digest, listing, "open_nodes")
+        cursor.check(
+            digest, listing, "open_nodes", "an entity it names, or a relation around them, was added or removed"
+        )
     start = cursor.offset if cursor else 0
     call = present.Call("open_nodes", names="<the same names>", depth=depth or None)
 
@@ -155,7 +165,9 @@ class SearchCall:
 
 
 def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: SearchCall) -> Shaped:
-    """The search result as the present module shapes it, cut to the budget and paged when it does not fit."""
+    """The search result as the present module shapes it, cut to the budget and paged when it does not fit.
+    An entity too large for a page alone is cut with its matching observations first, and its matches are
+    those of the observations shown (each as shown)."""
     entities = [(h.label, h.hit.entity) for h in _first_hits(outcome.hits)]
     relations: dict[tuple[str, tuple[str, str, str]], tuple[str, Relation]] = {}
     for labelled in outcome.hits:
@@ -171,7 +183,10 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
         label, record = pair
         if isinstance(record, Relation):
             return item_tokens(record.to_dict())
-        return item_tokens(record.to_dict()) + 30 * len(matches[(label, record.name)])
+        each = item_tokens(record.name) + _MATCH_TOKENS
+        return item_tokens(record.to_dict()) + sum(
+            item_tokens(h.hit.observation or "") + each for h in matches[(label, record.name)]
+        )
 
     if cursor_text is None and prefix_fitting(lambda i: size(listing.items[i]), len(listing), budget.fill) == len(
         listing
@@ -181,8 +196,10 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
             return whole
     cursor = Cursor.decode(cursor_text, "search_nodes") if cursor_text else None
     digest = arguments_digest(asked.contexts, asked.query, asked.mode, asked.limit, asked.min_score)
+    ranker = "." + (_short_digest(outcome.model) if outcome.model else "keywords")
+    state = listing.fingerprint + ranker
     if cursor is not None:
-        cursor.check(digest, listing, "search_nodes")
+        _check_search_cursor(cursor, digest, listing, state)
     start = cursor.offset if cursor else 0
     call = present.Call(
         "search_nodes",
@@ -195,11 +212,35 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
     narrow = "Or narrow it: a longer query" + (", a smaller limit" if asked.mode != "keyword" else "")
     if asked.mode == "keyword":
         narrow += ', limit=N for the first N only, or mode="hybrid" for the best matches first'
+    cut_texts: dict[int, dict[str, str]] = {}  # id of an entity cut to fit -> its observations as shown
+
+    def cut(pair: Labelled, room: float) -> tuple[Labelled, str]:
+        label, record = pair
+        if isinstance(record, Relation):
+            return _cut_pair(pair, room)
+        found = matches[(label, record.name)]
+        entity, note, shown = _cut_entity(record, room, [h.hit.observation for h in found if h.hit.observation])
+        cut_texts[id(entity)] = shown
+        hidden = sum(1 for h in found if h.hit.observation is not None and h.hit.observation not in shown)
+        if hidden:
+            note += f"; {hidden} of its {len(found)} matches are in observations left out: a longer query finds fewer"
+        return (label, entity), note
 
     def render(items: Sequence[Labelled], end: int, note: str | None) -> Shaped:
         shown = {(label, r.name): r for label, r in items if isinstance(r, Entity)}
         page_relations = [(label, r) for label, r in items if isinstance(r, Relation)]
-        hits = [_with_entity(h, shown[key]) for h in outcome.hits if (key := (h.label, h.hit.entity.name)) in shown]
+        hits = []
+        for labelled in outcome.hits:
+            entity = shown.get((labelled.label, labelled.hit.entity.name))
+            if entity is None:
+                continue
+            texts = cut_texts.get(id(entity))
+            observation = labelled.hit.observation
+            if texts is not None and observation is not None:
+                if observation not in texts:
+                    continue  # its observation was left out of the entity cut to fit
+                labelled = replace(labelled, hit=replace(labelled.hit, observation=texts[observation]))
+            hits.append(_with_entity(labelled, entity))
         page = replace(outcome, hits=_attach(hits, page_relations))
         structured, text = present.search_result(page)
         structured["relations"] = [r.to_dict() for _, r in page_relations]
@@ -210,7 +251,7 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
         }
         next_cursor = None
         if end < len(listing):
-            next_cursor = structured["nextCursor"] = Cursor("search_nodes", digest, listing.fingerprint, end).encode()
+            next_cursor = structured["nextCursor"] = Cursor("search_nodes", digest, state, end).encode()
         if not hits and page_relations:
             text = present.as_json({"entities": [], "relations": structured["relations"]})
         lines = [
@@ -221,30 +262,56 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
         ]
         return structured, "\n".join(line for line in lines if line)
 
-    return _page(listing, start, None, budget, render, size)
+    return _page(listing, start, None, budget, render, size, cut)
+
+
+def _check_search_cursor(cursor: Cursor, digest: str, listing: Listing, state: str) -> None:
+    """A search's pages line up only while the same entities match in the same order, ranked the same way."""
+    if cursor.arguments == digest and cursor.state.partition(".")[2] != state.partition(".")[2]:
+        raise CursorError(
+            "The search ranks differently since the first page (the embedding model finished loading, or became "
+            "unavailable), so the next pages would skip or repeat matches. Call search_nodes again without cursor "
+            "to start at the first page."
+        )
+    cursor.check(digest, listing, "search_nodes", _MATCHES_CHANGED, state)
+
+
+_MATCHES_CHANGED = (
+    "what matches the query is not the same as for the first page: an entity, observation or relation was added, "
+    "changed or removed, by this session or another program"
+)
+_MATCH_TOKENS = 20  # a match's keys, score and context, besides its entity's name and its observation
 
 
 def echo(items: list[dict[str, Any]], key: str, budget: Budget, done: str, counts: dict[str, int]) -> Shaped:
-    """A write's echo of what it added, as the official server gives it, or its first items when that is too
-    long: the caller has just sent them all."""
+    """A write's echo of what it added, as the official server gives it, or, when that is too long, with long
+    texts shortened and only the first items: the caller has just sent them all."""
     budget = budget.share(ECHO_SHARE)
     whole: Shaped = ({key: items}, present.as_json(items))
     if budget.fits(*whole):
         return whole
     counted = ", ".join(f"{number} {what}" for what, number in counts.items())
+    clipped = [clip_long(item, _ECHO_TEXT_TOKENS) for item in items]
+    shortened = any(a is not b for a, b in zip(clipped, items, strict=True))
 
     def build(n: int) -> Shaped:
-        shown = items[:n]
+        shown = clipped[:n]
         note = None
         if n == 1 and not budget.fits({key: shown}, present.as_json(shown)):
-            first, note = cut_item(items[0], budget.fill - _SKELETON_RESERVE)
+            first, note = cut_item(clipped[0], budget.fill - _SKELETON_RESERVE)
             shown = [first]
-        lead = f"{done}: {counted}, all saved. To keep this result short it repeats only the first {n}:"
+        which = f"only the first {n}" if n < len(items) else "them"
+        lead = f"{done}: {counted}, all saved. To keep this result short it repeats {which}" + (
+            ", with long texts shortened:" if shortened else ":"
+        )
         text = "\n".join(filter(None, [lead, note and f"(in that one: {note})", present.as_json(shown)]))
         return {key: shown, "total": counts}, text
 
-    guess = prefix_fitting(lambda i: item_tokens(items[i]), len(items), budget.fill - _SKELETON_RESERVE)
+    guess = prefix_fitting(lambda i: item_tokens(clipped[i]), len(items), budget.fill - _SKELETON_RESERVE)
     return largest_fitting(budget, build, guess, len(items))[1:]
+
+
+_ECHO_TEXT_TOKENS = 50  # a text repeated in a write's echo, when the echo is too long whole: about 200 characters
 
 
 def graph_document(graph: KnowledgeGraph, budget: Budget, context: str, active: bool) -> str:
@@ -314,10 +381,11 @@ def _page(
     budget: Budget,
     render: Render,
     size: Callable[[Labelled], float],
+    cut: Cut | None = None,
 ) -> Shaped:
     """The page of `listing` that starts at `start`: as many items as `limit` and the budget allow, at least
-    one (cut to fit when it is too big alone)."""
-    end = listing.end(start, limit)
+    one (cut to fit when it is too big alone), so paging always moves on."""
+    end = max(listing.end(start, limit), min(start + 1, len(listing)))
     room = budget.fill - budget.tokens(*render([], start, None)) - _SKELETON_RESERVE
     guess = prefix_fitting(lambda i: size(listing.items[start + i]), end - start, room)
 
@@ -325,11 +393,17 @@ def _page(
         return render(listing.items[start : start + n], start + n, None)
 
     n, structured, text = largest_fitting(budget, build, guess, end - start)
-    if n == 1 and not budget.fits(structured, text):
-        label, record = listing.items[start]
-        cut, note = _cut_record(record, room)
-        structured, text = render([(label, cut)], start + 1, f"Cut to fit this result: {note}.")
+    tries = 0
+    while n == 1 and not budget.fits(structured, text) and tries < _CUT_TRIES:
+        if tries:  # what the cut leaves costs more than its room (a match repeats its observation): less room
+            room *= budget.fill / budget.tokens(structured, text) * 0.95
+        tries += 1
+        pair, note = (cut or _cut_pair)(listing.items[start], room)
+        structured, text = render([pair], start + 1, f"Cut to fit this result: {note}.")
     return structured, text
+
+
+_CUT_TRIES = 6
 
 
 def _trimmed(summary: dict[str, Any], room: float) -> dict[str, Any]:
@@ -348,12 +422,42 @@ def _trimmed(summary: dict[str, Any], room: float) -> dict[str, Any]:
     return summary
 
 
-def _cut_record(record: Entity | Relation, room: float) -> tuple[Entity | Relation, str]:
-    item, note = cut_item(record.to_dict(), room)
+def _cut_pair(pair: Labelled, room: float) -> tuple[Labelled, str]:
+    """A record too large for a page alone, cut to `room` tokens, and what was cut (read_graph, open_nodes)."""
+    label, record = pair
     if isinstance(record, Entity):
-        cut: Entity | Relation = Entity(item["name"], item["entityType"], item["observations"])
-        return cut, f"{note} of {record.name!r}; search_nodes finds the others"
-    return Relation(item["from"], item["to"], item["relationType"]), note or "relation clipped"
+        entity, note, shown = _cut_entity(record, room)
+        if len(shown) < len(record.observations):
+            note += "; search_nodes finds the others"
+        return (label, entity), note
+    item, note = cut_item(record.to_dict(), room)
+    return (label, Relation(item["from"], item["to"], item["relationType"])), note or "relation clipped"
+
+
+def _cut_entity(entity: Entity, room: float, first: Sequence[str] = ()) -> tuple[Entity, str, dict[str, str]]:
+    """`entity` cut to about `room` tokens, the observations `first` (those a search matched) ahead of the
+    others; with a note on what was cut, and each observation shown (as the entity had it -> as shown)."""
+    name, kind = entity.name, entity.entity_type
+    clipped_name = item_tokens(name) + item_tokens(kind) > room / 2  # a name or type longer than a result
+    if clipped_name:
+        name, kind = clip(name, room / 8), clip(kind, room / 8)
+    position = {text: index for index, text in reversed(list(enumerate(entity.observations)))}
+    wanted = list(dict.fromkeys(position[text] for text in first if text in position))
+    order = wanted + sorted(set(range(len(entity.observations))) - set(wanted))
+    head = {"name": name, "entityType": kind, "observations": []}
+    fitted = fit_texts(entity.observations, room - item_tokens(head), order)
+    parts = [fitted.describe("observations")]
+    if wanted and fitted.describe("observations"):
+        parts.append("the matching ones first")
+    if clipped_name:
+        parts.append("its name and type shortened")
+    note = f"{', '.join(filter(None, parts)) or 'shortened'} of {quoted(entity.name)}"
+    shown = {entity.observations[i]: text for i, text in zip(fitted.indexes, fitted.texts, strict=True)}
+    return Entity(name, kind, fitted.texts), note, shown
+
+
+def _short_digest(text: str) -> str:
+    return arguments_digest(text)[:6]
 
 
 def _shaper(detail: Detail, graph: KnowledgeGraph) -> Callable[[Entity | Relation], dict[str, Any]]:

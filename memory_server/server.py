@@ -21,9 +21,10 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_server import __version__, present, results
-from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
-from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext, new_context
+from memory_server import __version__, everywhere, present, results
+from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget, json_tokens
+from memory_server.context_list import contexts_page, fitted
+from memory_server.contexts import Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError, ReadOnlyError, echo
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.handshake import SERVER_NAME, EarlyStart
@@ -45,20 +46,20 @@ from memory_server.project import file_uri_path
 from memory_server.protocol import guard_requests
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
-from memory_server.search import Mode, Searcher, Target, every_target
+from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore, call_arrived_at
 
 logger = logging.getLogger(__name__)
 
-ContextArg = Annotated[str | None, Field(description="Memory context for this call only (default: active)")]
+ContextArg = Annotated[str | None, Field(description="Context for this call (default: active)")]
 ProjectDirArg = Annotated[
     str | None,
-    Field(description="Project folder: a path (relative to the workspace) or file:// URI"),
+    Field(description="Project folder: a path or file:// URI"),
 ]
 CursorArg = Annotated[str | None, Field(description="nextCursor of the previous page")]
 
-EVERY_CONTEXT = "*"
+EVERY_CONTEXT = everywhere.EVERY_CONTEXT
 DEFAULT_LIMIT = 10
 PROJECT_BOOST = 0.05  # share by which the current project's relevant hits grow in a search of every context
 
@@ -214,9 +215,7 @@ class MemoryTools:
         ] = None,
         minScore: Annotated[float | None, Field(ge=0, description="Leave out matches scoring below this (0-1)")] = None,
         cursor: CursorArg = None,
-        context: Annotated[
-            str | None, Field(description="Memory context for this call only; '*' searches them all")
-        ] = None,
+        context: Annotated[str | None, Field(description="Context for this call; '*': every context")] = None,
         projectDir: ProjectDirArg = None,
     ) -> Annotated[CallToolResult, SearchResult]:
         if limit is None and mode != "keyword":
@@ -251,9 +250,15 @@ class MemoryTools:
 
     # ---- contexts ---------------------------------------------------------------------------------------------
 
-    async def list_contexts(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
+    async def list_contexts(
+        self,
+        ctx: Context,
+        name: Annotated[str | None, Field(description="Only this context, its description whole")] = None,
+        cursor: CursorArg = None,
+        projectDir: ProjectDirArg = None,
+    ) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await self._in_order(self._list_contexts, projectDir, None)
+        return await self._in_order(self._list_contexts, projectDir, None, cursor, name)
 
     async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
         await self._sync_roots(ctx)
@@ -382,29 +387,13 @@ class MemoryTools:
         project_dir: str | None,
         cursor: str | None = None,
     ) -> CallToolResult:
-        searched, skipped = self.contexts.resolve_every(project_dir)
-        targets = [every_target(self.contexts, resolved, self.project_boost) for resolved in searched]
+        asked = everywhere.Everywhere(query, mode, limit, min_score, project_dir, cursor, self.project_boost)
         try:
-            outcome = self.searcher.search(targets, query, mode, limit, min_score)
-            asked = results.SearchCall(query, mode, limit, min_score, EVERY_CONTEXT, tuple(t.label for t in targets))
-            structured, body = results.search(outcome, self.budget, cursor, asked)
+            structured, text = everywhere.search(self.contexts, self.searcher, self.budget, asked)
         except MemoryServerError as problem:
             return self._failed(problem)
-        structured["context"] = {"name": EVERY_CONTEXT, "path": None, "readOnly": self.contexts.read_only}
-        structured["searched"] = [r.summary() for r in searched]
-        if skipped:
-            note = f"not searched (no file can be resolved now): {', '.join(skipped)}"
-            structured["search"]["note"] = "; ".join(filter(None, [structured["search"]["note"], note]))
-        warnings = self.contexts.problems()
-        warnings += [w for w in (self.contexts.store(r).take_warning() for r in searched) if w]
-        self.live.trim()
-        if warnings:
-            structured["warnings"] = warnings
-        header = f"[memory: * → {', '.join(r.name for r in searched)}]"
-        shared = [r.name for r in searched if r.project_file]
-        if shared:
-            header += f" ({', '.join(shared)}: {PROJECT_FILE_NOTE})"
-        text = "\n".join([header, *(f"Warning: {w}" for w in warnings), body])
+        finally:
+            self.live.trim()  # memories not used lately are released (as after every call, see _run)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
@@ -416,13 +405,13 @@ class MemoryTools:
         try:
             resolved = self.contexts.resolve_config(config, project_dir)
         except MemoryServerError as problem:
-            info = present.context_info(self.contexts, config, None, str(problem))
+            info = fitted(present.context_info(self.contexts, config, None, str(problem)), self.budget)
             where = f"its file cannot be resolved now: {problem}"
             fallback = self._resolve_active(project_dir)
             if fallback is not None:
                 where += f" Until it can, the other tools use the '{fallback.name}' context ({fallback.path})"
         else:
-            info = present.context_info(self.contexts, config, resolved, None)
+            info = fitted(present.context_info(self.contexts, config, resolved, None), self.budget)
             where = f"it uses {resolved.path}"
             if resolved.project is not None:
                 info["projectMarker"] = resolved.project.marker
@@ -452,21 +441,24 @@ class MemoryTools:
     def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
         warnings = [*(resolved.warnings if resolved else ()), *self.contexts.problems()]
         note = store.take_warning() if store is not None else None
-        return warnings + [note] if note else warnings
+        return present.bounded_warnings([*warnings, note] if note else warnings)
 
-    def describe_contexts(self, project_dir: str | None = None) -> dict[str, Any]:
-        return present.contexts_listing(self.contexts, project_dir)
-
-    def _list_contexts(self, project_dir: str | None, note: str | None = None) -> CallToolResult:
-        structured = self.describe_contexts(project_dir)
+    def _list_contexts(
+        self, project_dir: str | None, note: str | None = None, cursor: str | None = None, name: str | None = None
+    ) -> CallToolResult:
         resolved = self._resolve_active(project_dir)
+        warnings = self._warnings(None, resolved)
+        try:
+            page = contexts_page(self.contexts, self.budget.less(json_tokens(warnings)), project_dir, cursor, name)
+        except MemoryServerError as problem:
+            return self._failed(problem)
+        structured = page.structured
         structured["context"] = self._summary(resolved)
         if note:
             structured["message"] = note
-        warnings = self._warnings(None, resolved)
         if warnings:
             structured["warnings"] = warnings
-        body = "\n".join([*([note] if note else []), *(present.context_line(item) for item in structured["contexts"])])
+        body = "\n".join([*([note] if note else []), *page.lines])
         text = present.text(resolved, warnings, body, self.contexts.active_name)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
@@ -590,7 +582,7 @@ def build_server(
         subscriptions=bus,
         lifespan=lambda _server: live.running(),
     )
-    add_resources(server, live, tools.describe_contexts, budget)
+    add_resources(server, live, budget)
     guard_requests(server._lowlevel_server)  # noqa: SLF001
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:

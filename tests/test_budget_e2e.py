@@ -3,10 +3,12 @@ paging gives everything once, budget 0 is the official behaviour, and the server
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
 from helpers import connect, entity, relation, server_env, text_of
+from mcp_types import PaginatedRequestParams
 from sample_graphs import big_graph_text
 
 from memory_server import cli
@@ -174,8 +176,8 @@ def test_the_budget_option_and_its_environment_variable(monkeypatch):
     assert cli.parse_options(["--max-result-tokens", "0"]).max_result_tokens == 0
     monkeypatch.setenv("MEMORY_MAX_RESULT_TOKENS", "5000")
     assert cli.parse_options([]).max_result_tokens == 5000
-    assert cli.parse_options(["--max-result-tokens", "800"]).max_result_tokens == 800
-    for wrong in ("-1", "lots"):
+    assert cli.parse_options(["--max-result-tokens", "1500"]).max_result_tokens == 1500
+    for wrong in ("-1", "lots", "100"):  # a result needs about a thousand tokens around its content
         with pytest.raises(SystemExit):
             cli.parse_options(["--max-result-tokens", wrong])
 
@@ -190,3 +192,112 @@ async def test_a_small_budget_pages_small(tmp_path):
         assert page["nextCursor"] and page["total"]["entities"] == 200
         opened = await s.call_tool("open_nodes", {"names": [f"E{i}" for i in range(200)], "depth": 1})
         assert_within(opened, "open_nodes", 1_500)
+
+
+async def test_results_driven_by_the_registry_stay_within_the_budget(tmp_path):
+    """A thousand contexts, two thousand broken entries, a description of half a megabyte, twenty thousand markers."""
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text(big_graph_text(50), encoding="utf-8")
+    entries = [{"name": "default", "path": str(memory)}]
+    entries += [
+        {"name": f"c{i:04d}", "path": str(tmp_path / f"c{i}.jsonl"), "description": f"Client project {i} " * 20}
+        for i in range(1_000)
+    ]
+    entries += [{"name": f"bad{i}", "path": 5} for i in range(2_000)]
+    entries.append({"name": "big", "path": str(tmp_path / "big.jsonl"), "description": "d" * 500_000})
+    markers = {"markers": [f"m{i}" for i in range(20_000)]}
+    entries.append({"name": "mk", "path": "{projectDir}/.ai-memory.jsonl", "projectDetectionRules": markers})
+    (tmp_path / "registry").mkdir()
+    (tmp_path / "registry" / "contexts.json").write_text(json.dumps({"contexts": entries}))
+    env = server_env(MEMORY_CONTEXTS_DIR=tmp_path / "registry", MEMORY_EMBEDDING_MODEL="none")
+    async with connect(env, cwd=tmp_path) as s:
+        assert len(s.instructions) < 2_000 and "and 992 more (list_contexts)" in s.instructions
+        graph = await checked(s, "read_graph")
+        assert len(graph["warnings"]) == 4 and "And 1,997 more problems" in graph["warnings"][-1]
+        names, cursor = [], None
+        while True:
+            page = await checked(s, "list_contexts", **({"cursor": cursor} if cursor else {}))
+            names += [c["name"] for c in page["contexts"]]
+            cursor = page.get("nextCursor")
+            if cursor is None:
+                break
+        assert len(names) == len(set(names)) == 1_003 and page["total"] == {"contexts": 1_003}
+        big = (await checked(s, "list_contexts", name="big"))["contexts"][0]
+        assert big["description"].startswith("d" * 10_000) and "500,000 characters in all" in big["description"]
+        await checked(s, "get_active_context")
+        await checked(s, "search_nodes", query="coffee", context="*")
+        refused = await s.call_tool("add_context", {"name": "more", "path": str(tmp_path / "more.jsonl")})
+        assert refused.is_error and "has problems" in text_of(refused) and "1,997 more" in text_of(refused)
+        assert_within(refused, "add_context to a registry with 2,000 problems")
+        missing = await s.call_tool("read_graph", {"context": "mk"})
+        assert missing.is_error and "and 19,990 more" in text_of(missing)
+        assert_within(missing, "read_graph of a context that finds no project")
+        for uri in ("memory://contexts", "memory://knowledge-graph"):
+            [content] = (await s.read_resource(uri)).contents
+            assert text_tokens(content.text) <= BUDGET, uri
+        listed, cursor = [], None
+        while True:
+            resources = await s.list_resources(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+            assert len(json.dumps([r.model_dump(mode="json") for r in resources.resources])) / 4 <= BUDGET
+            listed += [str(r.uri) for r in resources.resources]
+            cursor = resources.next_cursor
+            if cursor is None:
+                break
+        assert len(listed) == len(set(listed)) == 2 + 1_003
+    # A huge name in a call is quoted by its start and its length.
+    for tool, arguments in [
+        ("add_observations", {"observations": [{"entityName": "N" * 500_000, "contents": ["x"]}]}),
+        ("create_relations", {"relations": [relation("A" * 500_000, "E1", "r")]}),
+        ("read_graph", {"entityType": "T" * 1_000_000}),
+    ]:
+        async with connect(server_env(MEMORY_FILE_PATH=memory, MEMORY_EMBEDDING_MODEL="none")) as s:
+            result = await s.call_tool(tool, arguments)
+            assert len(text_of(result)) < 1_500, (tool, text_of(result)[:300])
+
+
+async def test_search_results_with_pasted_documents_keep_the_match_and_the_budget(tmp_path):
+    vocabulary = ["the", "budget", "report", "quarterly", "revenue", "forecast", "meeting", "notes", "deadline"]
+    document = " ".join(vocabulary[i * 7 % len(vocabulary)] for i in range(40_000))  # ~290,000 characters
+    memory = tmp_path / "memory.jsonl"
+    env = server_env(MEMORY_FILE_PATH=memory, MEMORY_EMBEDDING_MODEL="none")
+    async with connect(env) as s:
+        created = await checked(
+            s,
+            "create_entities",
+            entities=[entity(f"Doc {i}", "document", document, f"short note {i} about espresso") for i in range(3)],
+        )
+        assert [e["name"] for e in created["entities"]] == ["Doc 0", "Doc 1", "Doc 2"]
+        await checked(s, "add_observations", observations=[{"entityName": "Doc 0", "contents": [document + "!"]}])
+        for mode in ("keyword", "hybrid"):
+            for query in ("espresso", "quarterly"):
+                found = await checked(s, "search_nodes", query=query, mode=mode)
+                first = found["entities"][0]["observations"]
+                for match in found["matches"]:
+                    assert match["observation"] in first or match["observation"] is None
+                    assert len(match["observation"] or "") < 80_000
+                if query == "espresso":
+                    assert first[0].startswith("short note") and len(first) >= 2  # the match first, the rest after
+        await checked(s, "open_nodes", names=["Doc 0", "Doc 1"])
+        await checked(s, "search_nodes", query="q" * 60_000, mode="keyword")
+
+
+async def test_tampered_and_stale_cursors_get_one_clear_error_and_never_loop(tmp_path):
+    memory = tmp_path / "memory.jsonl"
+    memory.write_text(big_graph_text(2_000), encoding="utf-8")
+    async with connect(server_env(MEMORY_FILE_PATH=memory, MEMORY_EMBEDDING_MODEL="none")) as s:
+        first = await checked(s, "read_graph")
+        tool, arguments, state, offset, carry = json.loads(base64.urlsafe_b64decode(first["nextCursor"] + "=="))
+        for tampered in (
+            [tool, arguments, state, offset, {"limit": 0}],
+            [tool, arguments, state, -1, carry],
+            [tool, arguments, state, True, carry],
+            [tool, arguments, state, offset, {"entityType": [[["deep"]]]}],
+        ):
+            cursor = base64.urlsafe_b64encode(json.dumps(tampered).encode()).decode().rstrip("=")
+            result = await s.call_tool("read_graph", {"cursor": cursor})
+            assert result.is_error and "is not one this server gave out" in text_of(result), tampered
+            assert "without cursor to start again" in text_of(result)
+        found = await checked(s, "search_nodes", query="coffee", mode="keyword")
+        await checked(s, "create_entities", entities=[entity("Late coffee drinker")])
+        stale = await s.call_tool("search_nodes", {"query": "coffee", "mode": "keyword", "cursor": found["nextCursor"]})
+        assert stale.is_error and "what matches the query is not the same as for the first page" in text_of(stale)

@@ -169,6 +169,19 @@ def test_search_every_context_labels_each_hit(memory, tmp_path, user_folders):
     assert unknown.returncode == 3 and "Unknown context 'nope'" in unknown.stderr
 
 
+def test_search_every_context_skips_a_file_it_cannot_read_and_says_why(memory, tmp_path, user_folders):
+    (tmp_path / "broken.jsonl").mkdir()  # a folder where the memory file should be
+    registry = Path(user_folders["XDG_CONFIG_HOME"]) / APP / "contexts.json"
+    registry.parent.mkdir(parents=True)
+    entries = [{"name": "broken", "path": str(tmp_path / "broken.jsonl")}]
+    registry.write_text(json.dumps({"contexts": entries}), encoding="utf-8")
+    done = cli("search", "rent", "--context", "*", "--memory-path", memory, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "* → default"
+    assert "1. Ann (person)" in done.stdout
+    assert "not searched: broken:" in done.stderr and "folder" in done.stderr
+
+
 def test_search_limit_says_when_there_is_more(memory):
     done = cli("search", "a", "--mode", "keyword", "--limit", "1", "--memory-path", memory)
     assert done.returncode == 0

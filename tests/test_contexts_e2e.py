@@ -657,3 +657,33 @@ async def test_a_template_that_later_escapes_through_a_symlink_is_refused_at_use
         message = await failure(s, "create_entities", context="p", projectDir=str(shop), entities=[entity("x")])
     assert "symbolic link" in message or "leaves the project" in message
     assert list(outside.iterdir()) == []
+
+
+async def test_a_search_of_every_context_skips_a_file_it_cannot_read_and_says_why(world):
+    default = world.memory("a.jsonl")
+    folder = world.root / "b.jsonl"
+    folder.mkdir()  # a folder where the file should be (a sync client's conflict)
+    (world.root / "notes.txt").write_text("hi")
+    link = world.root / "c.jsonl"
+    link.symlink_to(world.root / "notes.txt")  # a link swapped to a file that is not memory
+    world.write_registry(
+        ctx("default", default),
+        ctx("b", folder),
+        ctx("c", link),
+        project_ctx(projectDetectionRules={"markers": [NO_MARKER]}),
+    )
+    async with world.server(MEMORY_EMBEDDING_MODEL="none") as s:
+        found = await ok(s, "search_nodes", query="tea", context="*", mode="keyword")
+        text = text_of(await call(s, "search_nodes", query="tea", context="*", mode="keyword"))
+    assert [e["name"] for e in found["entities"]] == ["Ann"]
+    assert [c["name"] for c in found["searched"]] == ["default"]
+    skipped = {s["context"]: s["reason"] for s in found["search"]["skipped"]}
+    assert set(skipped) == {"b", "c", "project"}
+    assert (
+        "folder" in skipped["b"] and "not a memory file" in skipped["c"] and "no project marker" in skipped["project"]
+    )
+    assert all(len(reason) <= 350 for reason in skipped.values())
+    assert "3 contexts not searched" in found["search"]["note"]
+    lines = text.splitlines()
+    assert lines[0] == "[memory: * → default]"
+    assert sorted(line.split(":")[1] for line in lines[1:4]) == [" b", " c", " project"]

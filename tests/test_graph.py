@@ -55,6 +55,11 @@ def test_lone_surrogates_are_escaped_like_javascript():
         ('{"type":"entity","name":"a","entityType":"t","observations":[1]}', "not a list of strings"),
         ('{"type":"relation","from":"a","to":2,"relationType":"r"}', "'to' is not a string"),
         ("[1, 2]", "not a JSON object"),
+        ("null", "not a JSON object"),  # not a blank line: kept and reported like any other
+        (" null ", "not a JSON object"),
+        ("0", "not a JSON object"),
+        ('"a string"', "not a JSON object"),
+        ("false", "not a JSON object"),
         ('{"type":"entity","name":NaN}', "NaN is not allowed"),
     ],
 )

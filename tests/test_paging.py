@@ -1,3 +1,4 @@
+import base64
 import json
 
 import pytest
@@ -77,6 +78,60 @@ def test_cursor_round_trip_and_refusals():
         cursor.check("other", listing, "read_graph")
     with pytest.raises(CursorError, match="memory changed since this cursor was made.*without cursor"):
         cursor.check("args", listing_of(graph_of(e("a"), e("b"), e("c"))), "read_graph")
+
+
+def encoded(data) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "tampered",
+    [
+        ["read_graph", "args", "fp", -1, {}],  # negative offset
+        ["read_graph", "args", "fp", 2.5, {}],
+        ["read_graph", "args", "fp", True, {}],
+        ["read_graph", "args", "fp", "3", {}],
+        ["read_graph", "args", "fp", 10**30, {}],
+        ["read_graph", "args", "fp", 1, {"limit": 0}],  # a page of nothing: the same cursor again, forever
+        ["read_graph", "args", "fp", 1, {"limit": -3}],
+        ["read_graph", "args", "fp", 1, {"limit": "abc"}],
+        ["read_graph", "args", "fp", 1, {"detail": "bogus"}],
+        ["read_graph", "args", "fp", 1, {"entityType": 5}],
+        ["read_graph", "args", "fp", 1, {"entityType": {"nested": [[[]]]}}],
+        ["read_graph", "args", "fp", 1, {"unknown": 1}],
+        ["read_graph", "args", "fp", 1, [1, 2]],
+        ["read_graph", "args", "fp", 1, None],
+        ["read_graph", ["args"], "fp", 1, {}],
+        ["read_graph", "args", "fp", 1],
+        ["x" * 500, "args", "fp", 1, {}],
+        {"tool": "read_graph"},
+        None,
+        "[" * 100_000,
+    ],
+)
+def test_any_cursor_this_server_did_not_make_gets_one_clear_error(tampered):
+    with pytest.raises(CursorError, match="is not one this server gave out.*without cursor to start again"):
+        Cursor.decode(encoded(tampered), "read_graph")
+
+
+def test_garbage_and_huge_cursors_are_refused_without_being_read():
+    for text in ("", "garbage!", "x" * 2_000_000, base64.urlsafe_b64encode(b"[" * 10_000 + b"]" * 10_000).decode()):
+        with pytest.raises(CursorError, match="not one this server gave out"):
+            Cursor.decode(text or "=", "read_graph")
+
+
+def test_an_offset_past_the_end_of_the_same_listing_is_refused():
+    listing = listing_of(graph_of(e("a"), e("b")))
+    cursor = Cursor("read_graph", "args", listing.fingerprint, len(listing) + 1)
+    with pytest.raises(CursorError, match="past the end"):
+        Cursor.decode(cursor.encode(), "read_graph").check("args", listing, "read_graph")
+
+
+def test_what_changed_is_said_as_the_tool_knows_it():
+    listing = listing_of(graph_of(e("a"), e("b")))
+    cursor = Cursor("search_nodes", "args", "old", 1)
+    with pytest.raises(CursorError, match=r"changed since this cursor was made \(what matches"):
+        cursor.check("args", listing, "search_nodes", "what matches the query changed")
 
 
 def test_the_fingerprint_follows_names_and_order_not_observations():

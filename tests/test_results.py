@@ -259,3 +259,107 @@ def test_the_graph_resource_is_an_overview_and_a_page_when_large(graph_2000):
     assert data["overview"]["entities"] == 2000 and data["entities"] and data["nextCursor"]
     assert 'read_graph(context="work", cursor=<nextCursor>)' in data["note"]
     assert json.loads(results.graph_document(graph_2000, Budget(0), "work", False)) == official(graph_2000)
+
+
+# ---- search results cut to the budget: the match first, nothing unbounded --------------------------------------
+
+
+def search_of(tmp_path, entities: list[Entity], query: str, mode: str = "keyword", limit: int | None = None):
+    path = tmp_path / "memory.jsonl"
+    path.write_text("".join(json.dumps({"type": "entity", **e.to_dict()}) + "\n" for e in entities), encoding="utf-8")
+    outcome = Searcher(EmbedderSlot("none")).search([Target("default", GraphStore(path))], query, mode, limit, None)
+    return outcome, SearchCall(query, mode, limit, None, None, ("default",))
+
+
+def pasted(seed: int, words: int = 40_000) -> str:
+    vocabulary = ["the", "budget", "report", "quarterly", "revenue", "forecast", "meeting", "notes", "deadline"]
+    return " ".join(vocabulary[(i * 7 + seed) % len(vocabulary)] for i in range(words))  # ~300,000 characters
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_match_in_a_pasted_document_is_shown_first_and_short(tmp_path, mode):
+    docs = [Entity(f"Doc {i}", "document", [pasted(i), f"short note {i} about espresso"]) for i in range(3)]
+    diary = Entity("Diary", "log", [pasted(9), "tea on Sunday", "espresso in Lisbon with Ann"])  # match is third
+    outcome, asked = search_of(tmp_path, [*docs, diary], "espresso", mode, limit=None if mode == "keyword" else 10)
+    budget = Budget()
+    seen, cursor = {}, None
+    while True:
+        structured, _ = shaped = results.search(outcome, budget, cursor, asked)
+        assert within(budget, shaped)
+        for entity in structured["entities"]:
+            seen[entity["name"]] = entity
+        for match in structured["matches"]:
+            assert len(match["observation"]) < 5_000
+            assert match["observation"] in seen[match["entityName"]]["observations"]
+        cursor = structured.get("nextCursor")
+        if cursor is None:
+            break
+    assert set(seen) == {"Doc 0", "Doc 1", "Doc 2", "Diary"}
+    shown = seen["Diary"]["observations"]
+    assert shown[0] == "espresso in Lisbon with Ann"  # the matching observation first, whole
+    assert "tea on Sunday" in shown  # the short ones beside the pasted text are kept
+    assert any(o.endswith("characters in all]") for o in shown)  # the pasted text shortened, with its length
+    assert seen["Doc 0"]["observations"][0] == "short note 0 about espresso"
+
+
+def test_an_entity_with_thousands_of_matches_keeps_its_matches_within_the_budget(tmp_path):
+    diary = Entity("Diary", "log", [f"day {i}: espresso at the café, then a walk by the river" for i in range(5_000)])
+    outcome, asked = search_of(tmp_path, [diary], "espresso", "hybrid", limit=5_000)
+    assert len(outcome.hits) == 5_000
+    budget = Budget()
+    structured, text = shaped = results.search(outcome, budget, None, asked)
+    assert within(budget, shaped)
+    shown = structured["entities"][0]["observations"]
+    assert 0 < len(structured["matches"]) == len(shown) < 5_000
+    assert {m["observation"] for m in structured["matches"]} == set(shown)
+    assert f"{len(shown)} of 5000 observations" in text and "matches are in observations left out" in text
+
+
+def test_a_search_cursor_after_the_matches_changed_says_what_happened(tmp_path):
+    path = tmp_path / "memory.jsonl"
+    path.write_text(big_graph_text(2000), encoding="utf-8")
+    store = GraphStore(path)
+    searcher = Searcher(EmbedderSlot("none"))
+    asked = SearchCall("coffee", "keyword", None, None, None, ("default",))
+    outcome = searcher.search([Target("default", store)], "coffee", "keyword", None, None)
+    first, _ = results.search(outcome, Budget(3000), None, asked)
+    matched = {h.hit.entity.name for h in outcome.hits}
+    with store.reading() as graph:
+        other = next(name for name in graph.entities if name not in matched)
+    store.mutate(lambda graph: graph.add_observations([(other, ["coffee again"])]))  # one more entity matches
+    again = searcher.search([Target("default", store)], "coffee", "keyword", None, None)
+    with pytest.raises(CursorError) as refused:
+        results.search(again, Budget(3000), first["nextCursor"], asked)
+    assert "what matches the query is not the same as for the first page" in str(refused.value)
+    assert "entities or relations were added or removed" not in str(refused.value)
+    assert "Call search_nodes again without cursor" in str(refused.value)
+
+
+def test_a_long_entity_type_is_repeated_by_the_caller_not_carried_in_the_cursor():
+    kind = "T" * 20_000
+    graph = KnowledgeGraph()
+    graph.create_entities([Entity(f"E{i}", kind, ["x" * 300]) for i in range(300)])
+    structured, text = results.read_graph(graph, Budget(5000), GraphQuery(entity_type=kind), "default")
+    assert len(structured["nextCursor"]) < 200 and "entityType=<the same entityType>" in text
+    query = GraphQuery(entity_type=kind, cursor=structured["nextCursor"])
+    second, _ = results.read_graph(graph, Budget(5000), query, "default")
+    assert second["entities"][0]["name"] not in {e["name"] for e in structured["entities"]}
+    with pytest.raises(CursorError, match="other arguments"):
+        results.read_graph(graph, Budget(5000), GraphQuery(cursor=structured["nextCursor"]), "default")
+
+
+def test_an_unknown_type_is_quoted_short_with_the_types_there_are():
+    graph = KnowledgeGraph()
+    graph.create_entities([Entity(f"E{i}", f"T{i % 20}-" + "x" * 20_000, ["o"]) for i in range(40)])
+    structured, text = results.read_graph(graph, Budget(), GraphQuery(entity_type="y" * 1_000_000), "default")
+    assert structured["entities"] == [] and len(text) < 2_000
+    assert "1,000,000 characters" in text and "and 10 more" in text
+
+
+def test_an_echo_of_pasted_documents_shows_each_briefly():
+    items = [{"name": f"Doc {i}", "entityType": "document", "observations": [pasted(i), "short"]} for i in range(3)]
+    structured, text = results.echo(items, "entities", Budget(), "Created", {"entities": 3})
+    assert [e["name"] for e in structured["entities"]] == ["Doc 0", "Doc 1", "Doc 2"]
+    assert all(e["observations"][1] == "short" and len(e["observations"][0]) < 400 for e in structured["entities"])
+    assert text.startswith("Created: 3 entities, all saved. To keep this result short it repeats them, with long")
+    assert len(text) < 2_000
