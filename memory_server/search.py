@@ -154,7 +154,8 @@ class GraphIndex(DocumentIndex):
         for the query's own words, and the query's usual score and spread in this memory."""
         if embedder is None:
             exact = self.lexical.scores(query)
-            return exact.copy(), exact, float(exact.mean()) if len(exact) else 0.0, float(exact.std())
+            usual, spread = (float(exact.mean()), float(exact.std())) if len(exact) else (0.0, 0.0)
+            return exact.copy(), exact, usual, spread
         alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
         lexical, exact = self.lexical.matches(query, alternatives)
         scores = self.cosines(embedder, query)
