@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
     override(options.set)
-    embedder, note = load_embedder(options.model, cache_dir=None)
+    embedder, note = load_embedder(options.model)
     print(f"model: {embedder.name if embedder else None}{f' ({note})' if note else ''}")
     load = shared_loader()
     names = " | ".join(f"R@5 {n}" for n in CATEGORIES.values())

@@ -1,10 +1,13 @@
-"""Search speed and memory on synthetic graphs of 10k, 100k and 1M observations (5 per entity).
+"""Search speed and memory on synthetic graphs of 10k, 100k, 200k and 1M observations (5 per entity).
 
 For each size it prints the time to build the index (tokenise + BM25 + embed every document with the bundled
 model), the median and p95 latency of hybrid, semantic and keyword queries (limit 10), and the process's peak
 resident memory so far. Targets (issue 4): hybrid <= 5 ms at 100k observations, <= 60 ms at 1M, on 2 cores.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/search_speed.py [--sizes 10000,100000,1000000] [--queries 200]
+A second table times a search right after a one-observation write (the index brought up to date by the change,
+then the query), against a search with no write; issue 14's goal is at most 3x at 200k observations.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/search_speed.py [--sizes 10000,100000,200000,1000000] [--queries 200]
 """
 
 from __future__ import annotations
@@ -80,10 +83,12 @@ def peak_rss_mb() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--sizes", default="10000,100000,200000,1000000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--writes", type=int, default=40, help="one-observation writes timed at each size")
     options = parser.parse_args()
-    embedder, _ = load_embedder(None, cache_dir=None)
+    after_write = []
+    embedder, _ = load_embedder(None)
     print(f"model: {embedder.name}, {embedder.dim} dimensions")
     print(
         "| observations | build index s | embed s | hybrid p50 / p95 ms | semantic p50 ms | keyword p50 ms "
@@ -112,6 +117,36 @@ def main() -> None:
             f"| {peak_rss_mb():.0f} |",
             flush=True,
         )
+        after_write.append(_after_write(graph, index, keyword, embedder, statistics.median(hybrid), options.writes))
+    print("\nSearch right after a one-observation write (update + query), medians:\n")
+    print("| observations | hybrid, no write ms | hybrid after a write ms | ratio | keyword after a write ms |")
+    print("|---|---|---|---|---|")
+    for row in after_write:
+        print(row)
+
+
+def _after_write(graph, index, keyword, embedder, no_write: float, writes: int) -> str:
+    """Add one observation to a random entity, then search: the index (and the keyword index) update by the delta."""
+    rng = np.random.default_rng(11)
+    names = list(graph.entities)
+
+    def write(i: int) -> None:
+        graph.add_observations([(names[rng.integers(len(names))], [f"Nia repaired the garden fence (write {i})"])])
+
+    def hybrid(i: int) -> None:
+        write(i)
+        index.update(graph)
+        index.rank(QUERIES[i % len(QUERIES)], "hybrid", embedder, 10)
+
+    def words(i: int) -> None:
+        write(i)
+        keyword.update(graph)
+        keyword.hits("fence", 10)
+
+    after = statistics.median(timed(hybrid, writes))
+    keywords = statistics.median(timed(words, writes))
+    size = sum(len(e.observations) for e in graph.entities.values())
+    return f"| {size:,} | {no_write:.2f} | {after:.2f} | {after / no_write:.1f}x | {keywords:.2f} |"
 
 
 if __name__ == "__main__":

@@ -59,11 +59,7 @@ def cli(*args: str) -> None:
 
 
 def _serve(options: argparse.Namespace) -> None:
-    # Imported here so that --help and --version answer at once, and after the BLAS setting above.
-    import anyio
-
-    from memory_server.search import Searcher
-    from memory_server.server import build_server, serve_stdio
+    from memory_server import handshake, present
 
     if options.memory_path is None:
         _migrate_legacy_file(_standard_memory_path())
@@ -78,14 +74,23 @@ def _serve(options: argparse.Namespace) -> None:
         contexts.registry.file,
         contexts.active_name,
     )
+    # The client waits for the answer to initialize: it gets it before the MCP SDK, the heavy part, is imported.
+    instructions = present.instructions(contexts)
+    early = handshake.answer_initialize(instructions)
+    import anyio
+
+    from memory_server.search import Searcher
+    from memory_server.server import build_server, serve_stdio
+
     server = build_server(
         contexts,
         Searcher(embeddings(options)),
         context_admin=not options.no_context_admin,
         project_boost=options.project_boost,
         max_result_tokens=options.max_result_tokens,
+        instructions=instructions,
     )
-    anyio.run(serve_stdio, server)
+    anyio.run(serve_stdio, server, early)
 
 
 def open_contexts(options: argparse.Namespace) -> Contexts:

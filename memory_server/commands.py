@@ -38,6 +38,7 @@ from memory_server.output import StdoutError, silence, write_output, write_stdou
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNotFoundError, find_project
 from memory_server.search import Searcher, Target, every_target
 from memory_server.store import GraphStore
+from memory_server.vector_cache import caches_of
 from memory_server.view import render_page
 
 OK, PROBLEMS, USAGE, FAILED, INTERRUPTED = 0, 1, 2, 3, 130
@@ -158,10 +159,7 @@ def search_command(run: Run) -> int:
         searched = [run.context()]
         targets = [Target(searched[0].name, run.contexts.store(searched[0]))]
         header = f"{searched[0].name} → {searched[0].path}"
-    try:
-        outcome = Searcher(slot).search(targets, o.query, o.mode, o.limit + 1, None)  # one more: is there more?
-    finally:
-        slot.close()  # saves the vectors made, so the next search (and the server) need not embed them again
+    outcome = Searcher(slot).search(targets, o.query, o.mode, o.limit + 1, None)  # one more: is there more?
     more = len(outcome.hits) > o.limit
     outcome.hits = outcome.hits[: o.limit]
     for target in targets:
@@ -210,8 +208,11 @@ def stats_command(run: Run) -> int:
     with run.reading(resolved) as graph:
         stats = _stats(graph)
     size = resolved.path.stat().st_size if resolved.path.exists() else None
+    folder = run.embeddings().cache_dir
+    caches = caches_of(folder, resolved.path) if folder is not None else []
     if run.options.json:
-        run.json({"context": resolved.summary(), "bytes": size, **stats})
+        cache = [{"model": c.model, "bytes": c.bytes, "vectors": c.records, "path": str(c.path)} for c in caches]
+        run.json({"context": resolved.summary(), "bytes": size, **stats, "vectorCaches": cache})
         return OK
     where = f"{resolved.path} ({_size(size)})" if size is not None else f"{resolved.path} (no file yet)"
     run.say(f"{resolved.name} → {where}")
@@ -227,6 +228,10 @@ def stats_command(run: Run) -> int:
     run.say(f"  Relations to a missing entity: {stats['danglingRelations']}")
     unusable = stats["unusableLines"]
     run.say(f"  Unusable lines: {unusable}" + (" (`check` lists them)" if unusable else ""))
+    for cache in caches:
+        run.say(f"  Vector cache: {_size(cache.bytes)}, {cache.records:,} vectors of {cache.model} ({cache.path})")
+    if not caches:
+        run.say("  Vector cache: none yet (made by the first search that embeds this memory)")
     return OK
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,11 @@ __all__ = [  # the registry's names are re-exported: callers import contexts fro
 PROJECT_FILE = "project file"
 NAME_MAX, PATH_MAX = 255, 4096  # bytes in one name, and in a whole path with its final NUL (Linux's limits)
 PROJECT_FILE_NOTE = f"{PROJECT_FILE}, shared through the repository: data, not instructions"
+# Parsed memories stay in memory while their files add up to this many bytes (a parsed graph takes about 4.5 times
+# its file's size); beyond it, and for any memory unused for IDLE_RELEASE seconds, the least recently used are
+# released and read again when next used. The memory used last, and the active context's, always stay.
+RESIDENT_BYTES = 16 << 20
+IDLE_RELEASE = 300.0
 
 
 class ActiveContextGoneError(UnknownContextError):
@@ -270,6 +276,32 @@ class Contexts:
     def open_stores(self) -> list[GraphStore]:
         with self._stores_mutex:
             return list(self._stores.values())
+
+    def trim(self, limit: int = RESIDENT_BYTES, idle: float = IDLE_RELEASE) -> list[GraphStore]:
+        """Release the parsed graphs of the memories used least recently, beyond `limit` bytes of files or unused
+        for `idle` seconds; never the one used last nor, once idle, the active context's. Returns those released."""
+        stores = sorted(self.open_stores(), key=lambda store: store.last_used, reverse=True)
+        now, held = time.monotonic(), 0
+        active: list[GraphStore | None] = []  # looked up once, when first needed
+        released = []
+        for store in stores[1:]:
+            size = store.resident_bytes
+            if not size:
+                continue
+            expired = now - store.last_used > idle
+            if expired and not active:
+                active.append(self._active_store())
+            if (held + size > limit or expired) and store not in active and store.release():
+                released.append(store)
+            else:
+                held += size
+        return released
+
+    def _active_store(self) -> GraphStore | None:
+        try:
+            return self.store(self.resolve())
+        except MemoryServerError:
+            return None
 
     def static_path(self, template: str) -> Path:
         path = Path(template).expanduser()

@@ -60,6 +60,12 @@ class LockTimeoutError(MemoryServerError, TimeoutError):
             "Nothing was changed; try the call again."
         )
 
+    def read_warning(self, path: Path) -> str:
+        return (
+            f"{path} was read without its lock: another process has held {self.lock_path} for a while, so a change "
+            "it is making at this moment may be missing; writes wait for it (up to the lock timeout)."
+        )
+
 
 class ReadOnlyError(MemoryServerError, PermissionError):
     """A mutating tool was called on a read-only context (or a read-only server)."""

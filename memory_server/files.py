@@ -19,7 +19,7 @@ import secrets
 import stat
 import sys
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -222,6 +222,24 @@ def read_regular(path: Path) -> tuple[bytes, Stamp]:
         if remaining or not Stamp.of(st).same_content(os.fstat(fd)):
             raise FileChangedError()
         return b"".join(chunks), Stamp.of(st)
+    finally:
+        os.close(fd)
+
+
+def read_ranges(path: Path, ranges: Sequence[tuple[int, int]], expected: Stamp) -> list[bytes]:
+    """Bytes [start, end) of the regular file `path` for each of `ranges`, read only while it is in the `expected`
+    state: FileChangedError if it is not (or changes meanwhile), FileNotFoundError if it is gone."""
+    fd = os.open(path, os.O_RDONLY | _NONBLOCK | _NOFOLLOW | _CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or Stamp.of(st) != expected:
+            raise FileChangedError()
+        chunks = [os.pread(fd, end - start, start) for start, end in ranges]
+        if any(len(chunk) != end - start for chunk, (start, end) in zip(chunks, ranges)):
+            raise FileChangedError()
+        if Stamp.of(os.fstat(fd)) != expected:
+            raise FileChangedError()
+        return chunks
     finally:
         os.close(fd)
 

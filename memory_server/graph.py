@@ -5,7 +5,14 @@ A file is a list of lines. Each line is an entity, a relation, or a line we cann
 unchanged records are written back with their original text, so a rewrite only re-serialises what changed.
 
 Mutations validate first and change the graph only once nothing can fail; they record what the store must do
-to persist them (append lines, or rewrite the file) in `graph.edits`.
+to persist them (append lines, or rewrite the file) in `graph.edits`, and which entities and relations they
+touched.
+
+A graph can follow its file without parsing it again (see `reread` and `patched`):
+- records whose line is still in the file, byte for byte, are the same objects in the graph of the new state;
+- an entity or relation whose line changed (or that a reload merged with a duplicate) is a new object;
+- a mutation of this process changes its records in place, and names them in `edits.changes()`.
+Each rebuild returns the `Changes` between the two graphs, which the store logs for `GraphStore.changes_since`.
 """
 
 from __future__ import annotations
@@ -13,33 +20,27 @@ from __future__ import annotations
 import itertools
 from array import array
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-import numpy as np
 
 from memory_server.errors import EntityNotFoundError, echo
 
 # The records and their line codec live in jsonl.py; they are also imported from here.
+from memory_server.follow import Changes, Following, Segment  # noqa: F401
 from memory_server.jsonl import (  # noqa: F401
     Entity,
     Relation,
+    UnusableLine,
     decode_line,
+    decode_record,
     encode_entity,
     encode_relation,
     json_line,
+    identity,
     parse_or_problem,
     record_of,
 )
-
-
-@dataclass(eq=False)
-class UnusableLine:
-    """A line kept verbatim because it is not an entity or a relation. Blank lines have no reason."""
-
-    text: str
-    reason: str | None
-    shadows: Entity | Relation | None = None  # the record this line is a differing second version of
+from memory_server.layout import Layout
 
 
 @dataclass(frozen=True)
@@ -50,13 +51,25 @@ class SkippedLine:
 
 @dataclass
 class Edits:
-    """What the mutations since the last write changed: lines added at the end, lines changed or removed."""
+    """What the mutations since the last write changed: lines added at the end, lines changed or removed, and
+    the entities and relations they touched."""
 
     appended: list[Entity | Relation] = field(default_factory=list)
     rewrite: bool = False
+    entities: set[str] = field(default_factory=set)
+    relations: set[tuple[str, str, str]] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return self.rewrite or bool(self.appended)
+
+    def touch(self, record: Entity | Relation) -> None:
+        if isinstance(record, Entity):
+            self.entities.add(record.name)
+        else:
+            self.relations.add(record.key)
+
+    def changes(self) -> Changes:
+        return Changes(frozenset(self.entities), frozenset(self.relations))
 
 
 Record = Entity | Relation | UnusableLine | None  # None: a removed line (or a duplicate merged into another)
@@ -64,7 +77,7 @@ Span = tuple[int, int]  # bytes [start, end) of the file as it is on disk now
 Plan = list[Span | bytes]  # the new file: ranges copied from the old one, and new bytes
 
 
-class KnowledgeGraph:
+class KnowledgeGraph(Following):
     def __init__(self) -> None:
         self.records: list[Record] = []
         self.entities: dict[str, Entity] = {}
@@ -73,39 +86,65 @@ class KnowledgeGraph:
         self._shadowed: dict[tuple[Any, ...], list[int]] = {}  # second versions of a record, kept verbatim
         self._unusable = 0
         self.edits = Edits()
-        # Where each record is in the file on disk: its size in bytes with its newline (0: not in the file).
-        # Records at slots >= _on_disk are new; _dirty holds the slots whose line must change or go.
-        self._sizes = array("q")
+        # Where each record's line is in the file on disk (layout.py). Records at slots >= _on_disk are new;
+        # _dirty holds the slots whose line must change or go.
+        self._layout = Layout()
         self._on_disk = 0
         self._dirty: set[int] = set()
         self._ends_with_newline = True
+        self._private: set[str] | None = None  # see `_relations_for`
+        self._collided = False  # a name was met twice while placing lines: see `patched`
+        # How this graph was made from its file ("parsed", "reread", "grown", "followed": see store.Load).
+        self.built_by = "parsed"
+        self.parsed_lines = 0
 
     # ---- reading -------------------------------------------------------------------------------------------
 
     @classmethod
     def parse(cls, data: bytes | str) -> KnowledgeGraph:
         """Read a file's content. Bytes that are not UTF-8 are kept (as surrogate escapes) and written back as is."""
+        return cls.reread(data)[0]
+
+    @classmethod
+    def reread(cls, data: bytes | str, previous: KnowledgeGraph | None = None) -> tuple[KnowledgeGraph, Changes | None]:
+        """Read a file's content, parsing only what `previous` (the graph of an earlier state of this file) does not
+        hold: when the file only grew, `previous`'s records with the new lines after them; otherwise each line
+        still written exactly as one of `previous`'s is that line's record. Also returns what changed since
+        `previous` (None without one)."""
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogateescape")
-        graph = cls()
         raw = data.split(b"\n")
-        graph._ends_with_newline = raw[-1] == b""
-        if graph._ends_with_newline:
+        ends_with_newline = raw[-1] == b""
+        if ends_with_newline:
             raw.pop()
-        graph._sizes = array("q", [len(line) + 1 for line in raw])
-        if raw and not graph._ends_with_newline:
-            graph._sizes[-1] -= 1
-        for line in raw:
-            text = line.decode("utf-8", "surrogateescape")
-            graph._load_line(text, parse_or_problem(text) if text.strip() else None)
+        hashes = array("q", map(hash, raw))
+        if previous is not None and previous._grown_into(data, hashes):
+            size = previous._layout.offset(len(previous.records))
+            if len(data) == size:
+                return previous, Changes()
+            grown = previous.patched([(0, size), len(data) - size], [data[size:]])
+            if grown is not None:
+                return grown
+        graph = cls()
+        reusable = previous._reusable() if previous is not None else {}
+        for line, digest in zip(raw, hashes):
+            slot = reusable.pop(digest, None) if reusable else None
+            graph._place(decode_record(line) if slot is None else previous.records[slot], line)  # type: ignore[union-attr, arg-type]
+            graph.parsed_lines += slot is None
+        graph.built_by = "parsed" if previous is None else "reread"
+        sizes = array("q", [len(line) + 1 for line in raw])
+        if raw and not ends_with_newline:
+            sizes[-1] -= 1
+        graph._layout = Layout(sizes, hashes)
+        graph._ends_with_newline = ends_with_newline
         graph._on_disk = len(graph.records)
-        return graph
+        return graph, (graph._changes_from(previous) if previous is not None else None)
 
     def skipped_lines(self) -> list[SkippedLine]:
         """Unusable lines with their 1-based numbers in the file on disk."""
         if not self._unusable:
             return []
-        numbers = list(itertools.accumulate(int(size > 0) for size in self._sizes[: self._on_disk]))
+        numbers = list(itertools.accumulate(int(size > 0) for size in self._layout.sizes[: self._on_disk]))
         skipped = []
         for slot, record in enumerate(self.records[: self._on_disk]):
             if isinstance(record, UnusableLine) and record.reason:
@@ -206,19 +245,21 @@ class KnowledgeGraph:
     def plan(self) -> Plan:
         """The new content of the file, as ranges of the file on disk (unchanged lines, copied without being
         serialised again) and the bytes of new or changed lines. Call `written` once it is on disk."""
-        offsets = np.zeros(self._on_disk + 1, dtype=np.int64)
-        np.cumsum(np.frombuffer(self._sizes, dtype=np.int64, count=self._on_disk), out=offsets[1:])
         plan: Plan = []
-        copied_to = 0  # the slots before this one are planned
+        sizes = self._layout.sizes
+        copied_to, at = 0, 0  # the slots before `copied_to` are planned; their lines end at byte `at`
         for slot in sorted(self._dirty):
             if slot > copied_to:
-                plan.append((int(offsets[copied_to]), int(offsets[slot])))
+                end = at + sum(sizes[copied_to:slot]) if slot - copied_to < Layout.BLOCK else self._layout.offset(slot)
+                plan.append((at, end))
+                at = end
             record = self.records[slot]
             if record is not None:
                 plan.append(_line_bytes(record))
+            at += sizes[slot]
             copied_to = slot + 1
         if copied_to < self._on_disk:
-            plan.append((int(offsets[copied_to]), int(offsets[self._on_disk])))
+            plan.append((at, self._layout.offset(self._on_disk)))
             if not self._ends_with_newline:
                 plan.append(b"\n")
         plan.extend(_line_bytes(record) for record in self.edits.appended)
@@ -228,11 +269,14 @@ class KnowledgeGraph:
         """The store has written the plan: the file on disk now holds every record as it is in memory."""
         for slot in self._dirty:
             record = self.records[slot]
-            self._sizes[slot] = 0 if record is None else len(_line_bytes(record))
-        if self._on_disk and not self._ends_with_newline and self._on_disk - 1 not in self._dirty:
-            self._sizes[self._on_disk - 1] += 1
+            line = b"" if record is None else _line_bytes(record)
+            self._layout.set(slot, len(line), hash(line[:-1]) if line else 0)
+        last = self._on_disk - 1
+        if self._on_disk and not self._ends_with_newline and last not in self._dirty:
+            self._layout.set(last, self._layout.sizes[last] + 1, self._layout.hashes[last])
         for record in self.edits.appended:
-            self._sizes[record.slot] = len(_line_bytes(record))
+            line = _line_bytes(record)
+            self._layout.set(record.slot, len(line), hash(line[:-1]))
         self._on_disk = len(self.records)
         self._dirty.clear()
         self._ends_with_newline = True
@@ -240,39 +284,64 @@ class KnowledgeGraph:
 
     # ---- internals -----------------------------------------------------------------------------------------
 
-    def _load_line(self, line: str, parsed: Any) -> None:
-        if parsed is None:
-            self.records.append(UnusableLine(line, None))
-            return
-        try:
-            if isinstance(parsed, ValueError):
-                raise parsed
-            record = record_of(parsed, line)
-        except ValueError as problem:
-            self.records.append(UnusableLine(line, str(problem)))
-            self._unusable += 1
-            return
-        first = self.entities.get(record.name) if isinstance(record, Entity) else self.relations.get(record.key)
-        if first is None:
-            self._index(record, len(self.records))
-            self.records.append(record)
-        elif isinstance(record, Entity) and isinstance(first, Entity) and _mergeable(first, record):
+    def _place(self, record: Entity | Relation | UnusableLine, line: bytes, slot: int | None = None) -> None:
+        """Put the record of `line`, a line of the file, at `slot` (default: a new slot at the end), as the file's
+        rules say: the first line of a name wins, an identical second one is merged into it, a differing one is
+        kept verbatim."""
+        at = len(self.records) if slot is None else slot
+        placed: Record = record
+        if isinstance(record, UnusableLine):
+            self._unusable += bool(record.reason)
+        else:
+            first = self.entities.get(record.name) if isinstance(record, Entity) else self.relations.get(record.key)
+            if first is None:
+                self._index(record, at)
+            else:
+                self._collided = True
+                placed = self._second(record, first, at, line)
+        if at == len(self.records):
+            self.records.append(placed)
+        else:
+            self.records[at] = placed
+
+    def _second(self, record: Entity | Relation, first: Entity | Relation, at: int, line: bytes) -> Record:
+        """What becomes of a second line for a name already in the graph."""
+        if isinstance(record, Entity) and isinstance(first, Entity) and _mergeable(first, record):
             # The official server stores a name twice when one batch names it twice. Same type, same fields:
-            # merging the observations loses nothing, and the name stays unique.
+            # merging the observations loses nothing, and the name stays unique. A new object, since the first
+            # one may belong to the graph of the file's previous state too.
             known = set(first.observations)
-            first.observations.extend(o for o in dict.fromkeys(record.observations) if o not in known)
-            first.text = None
-            self._dirty.update((first.slot, len(self.records)))  # both lines change at the next rewrite
-            self.records.append(None)
-        elif isinstance(record, Relation) and record.extra == first.extra:
-            self._dirty.add(len(self.records))  # an exact copy: dropped at the next rewrite
-            self.records.append(None)
-        else:  # a second version that differs: keep it, untouched, and say so
-            what = f"entity {echo(record.name)}" if isinstance(record, Entity) else "relation"
-            reason = f"a second, different {what}; kept as it is, not loaded"
-            self._shadowed.setdefault(_identity(record), []).append(len(self.records))
-            self.records.append(UnusableLine(line, reason, first))
-            self._unusable += 1
+            more = [o for o in dict.fromkeys(record.observations) if o not in known]
+            merged = replace(first, observations=first.observations + more, text=None)
+            self.entities[record.name] = merged
+            self.records[first.slot] = merged
+            self._dirty.update((first.slot, at))  # both lines change at the next rewrite
+            return None
+        if isinstance(record, Relation) and record.extra == first.extra:
+            self._dirty.add(at)  # an exact copy: dropped at the next rewrite
+            return None
+        # A second version that differs: keep it, untouched, and say so.
+        what = f"entity {echo(record.name)}" if isinstance(record, Entity) else "relation"
+        self._shadowed.setdefault(identity(record), []).append(at)
+        self._unusable += 1
+        text = line.decode("utf-8", "surrogateescape")
+        return UnusableLine(text, f"a second, different {what}; kept as it is, not loaded", first)
+
+    def _clean(self) -> bool:
+        """Whether this graph is exactly its file on disk: nothing changed in memory, nothing waiting to be merged."""
+        return not self.edits and not self._dirty and self._on_disk == len(self.records)
+
+    def _relations_for(self, name: str) -> dict[tuple[str, str, str], Relation]:
+        """The relations touching `name`, in a dict this graph may change: a copy (`_copy`) shares these dicts with
+        its original until it changes one (`_private` names those it made its own; None: all are its own)."""
+        keys = self._relations_of.get(name)
+        if keys is None:
+            keys = self._relations_of[name] = {}
+        elif self._private is not None and name not in self._private:
+            keys = self._relations_of[name] = dict(keys)
+        if self._private is not None:
+            self._private.add(name)
+        return keys
 
     def _index(self, record: Entity | Relation, slot: int) -> None:
         record.slot = slot
@@ -281,29 +350,32 @@ class KnowledgeGraph:
         else:
             key = record.key
             self.relations[key] = record
-            self._relations_of.setdefault(record.source, {})[key] = record
-            self._relations_of.setdefault(record.target, {})[key] = record
+            self._relations_for(record.source)[key] = record
+            self._relations_for(record.target)[key] = record
 
     def _append(self, record: Entity | Relation) -> None:
         record.text = None
         self._index(record, len(self.records))
         self.records.append(record)
-        self._sizes.append(0)
+        self._layout.append(0, 0)
         self.edits.appended.append(record)
+        self.edits.touch(record)
 
     def _changed(self, record: Entity | Relation) -> None:
         record.text = None
+        self.edits.touch(record)
         if record.slot < self._on_disk:
             self._dirty.add(record.slot)
             self.edits.rewrite = True
 
     def _remove_record(self, record: Entity | Relation) -> None:
         # Its differing second versions go too: left in the file, the next reader would load one of them.
-        for slot in self._shadowed.pop(_identity(record), []):
+        for slot in self._shadowed.pop(identity(record), []):
             self.records[slot] = None
             self._dirty.add(slot)
             self._unusable -= 1
         self.records[record.slot] = None
+        self.edits.touch(record)
         if record.slot < self._on_disk:
             self._dirty.add(record.slot)
             self.edits.rewrite = True
@@ -313,7 +385,7 @@ class KnowledgeGraph:
     def _remove_relation(self, relation: Relation) -> None:
         del self.relations[relation.key]
         for end in (relation.source, relation.target):
-            self._relations_of.get(end, {}).pop(relation.key, None)
+            self._relations_for(end).pop(relation.key, None)
         self._remove_record(relation)
 
 
@@ -323,10 +395,6 @@ def _text_of(record: Entity | Relation | UnusableLine) -> str:
     if record.text is None:
         record.text = encode_entity(record) if isinstance(record, Entity) else encode_relation(record)
     return record.text
-
-
-def _identity(record: Entity | Relation) -> tuple[Any, ...]:
-    return ("entity", record.name) if isinstance(record, Entity) else ("relation", *record.key)
 
 
 def _mergeable(first: Entity, second: Entity) -> bool:

@@ -49,6 +49,33 @@ class Relation:
         return {"from": self.source, "to": self.target, "relationType": self.relation_type}
 
 
+@dataclass(eq=False)
+class UnusableLine:
+    """A line kept verbatim because it is not an entity or a relation. Blank lines have no reason."""
+
+    text: str
+    reason: str | None
+    shadows: Entity | Relation | None = None  # the record this line is a differing second version of
+
+
+def decode_record(line: bytes) -> Entity | Relation | UnusableLine:
+    """The record a line of the file holds, or the line kept verbatim with the reason it cannot be used."""
+    text = line.decode("utf-8", "surrogateescape")
+    if not text.strip():
+        return UnusableLine(text, None)
+    parsed = parse_or_problem(text)
+    try:
+        if isinstance(parsed, ValueError):
+            raise parsed
+        return record_of(parsed, text)
+    except ValueError as problem:
+        return UnusableLine(text, str(problem))
+
+
+def identity(record: Entity | Relation) -> tuple[Any, ...]:
+    return ("entity", record.name) if isinstance(record, Entity) else ("relation", *record.key)
+
+
 def decode_line(line: str) -> Entity | Relation:
     """Parse one line; raise ValueError with a short reason if it is not an entity or a relation."""
     return record_of(_parse_json(line), line)

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import Stemmer
+
+from memory_server.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 _K1, _B = 1.2, 0.4  # a milder length normalisation than the textbook 0.75 suits short observations
 
@@ -59,6 +67,8 @@ def related_terms(
     each at least RELATED_FLOOR alike, weighted RELATED_WEIGHT times their similarity. So "boss" also finds
     "supervisor" and "husband" finds "married", when the memory uses those words; see LexicalIndex.matches."""
     found: dict[str, list[tuple[str, float]]] = {}
+    if not vocabulary:  # an empty memory: nothing to stand for anything (and no need of the model's word list)
+        return found
     for word in set(words(query)) - STOPWORDS:
         own = _stem(word)
         chosen: dict[str, float] = {}
@@ -79,31 +89,95 @@ def _stem(word: str) -> str:
 
 
 class LexicalIndex:
-    """BM25 over token lists, stored as postings sorted by term, with each posting's weight precomputed."""
+    """BM25 over token lists, kept up to date document by document.
 
-    def __init__(self, documents: Sequence[Sequence[str]]) -> None:
-        self.size = len(documents)
-        vocabulary: dict[str, int] = {}
-        terms: list[int] = []
-        docs: list[int] = []
-        lengths = np.zeros(self.size, dtype=np.float32)
-        for doc, tokens in enumerate(documents):
-            lengths[doc] = len(tokens)
-            for token in tokens:
-                terms.append(vocabulary.setdefault(token, len(vocabulary)))
-                docs.append(doc)
-        self.vocabulary = vocabulary
-        term_array = np.asarray(terms, dtype=np.int64)
-        doc_array = np.asarray(docs, dtype=np.int64)
-        # Count each (term, doc) pair once, with its frequency.
-        pairs, frequency = np.unique(term_array * max(self.size, 1) + doc_array, return_counts=True)
-        term_of, self.doc_of = np.divmod(pairs, max(self.size, 1))
-        self.starts = np.searchsorted(term_of, np.arange(len(vocabulary) + 1))
-        document_frequency = np.diff(self.starts)
-        self.idf = np.log1p((self.size - document_frequency + 0.5) / (document_frequency + 0.5)).astype(np.float32)
-        average = float(lengths.mean()) if self.size else 1.0
-        norm = _K1 * (1 - _B + _B * lengths[self.doc_of] / max(average, 1e-9))
-        self.weight = (frequency * (_K1 + 1) / (frequency + norm)).astype(np.float32)
+    Documents are stored by row: `add` and `remove` take rows, and `arrange` says which row is the document number
+    0, 1, 2... of the scores (the search documents' order, see documents.py). The statistics BM25 needs (how many
+    documents, how many hold each term, their average length) always describe the documents present, and each
+    posting's weight is worked out when a query needs it, so the scores are exactly those of an index built from
+    scratch for the same documents, after any sequence of changes.
+
+    Postings live in segments, each sorted by term: the large one built first and a few small ones that changes
+    add, merged once there are many (as a search engine's index does), so a change costs what it changed.
+    """
+
+    def __init__(self, documents: Sequence[Sequence[str]] = ()) -> None:
+        self.vocabulary: dict[str, int] = {}  # the terms of the documents present, with their numbers
+        self._numbers: dict[str, int] = {}  # every term seen, present or not
+        self._terms: list[str] = []  # by number
+        self._document_frequency = np.zeros(0, dtype=np.int64)  # by term number, documents present only
+        self._lengths = np.zeros(0, dtype=np.float32)  # tokens of the document in each row
+        self._segments: list[_Segment] = []
+        self._position: np.ndarray | None = None  # the document number of each row (-1: removed); None: the row
+        self.size = 0  # documents present
+        self.rows = 0  # rows used, removed documents' included
+        self._total_length = 0
+        if documents:
+            self.add(np.arange(len(documents)), documents)
+
+    def add(self, rows: np.ndarray, documents: Iterable[Sequence[str]]) -> None:
+        """Index `documents` (token lists, read once) in `rows`, rows that no document used before."""
+        numbers, lengths = array("q"), array("q")
+        for tokens in documents:
+            numbers.extend(map(self._number, tokens))
+            lengths.append(len(tokens))
+        if not len(lengths):
+            return
+        counts = np.frombuffer(lengths, dtype=np.int64)
+        self.rows = max(self.rows, int(rows.max()) + 1)
+        self._lengths = _grown(self._lengths, self.rows)
+        self._lengths[rows] = counts
+        self._document_frequency = _grown(self._document_frequency, len(self._terms))
+        segment = _Segment.of(np.frombuffer(numbers, dtype=np.int64), np.repeat(rows, counts))
+        fresh = segment.terms[self._document_frequency[segment.terms] == 0]
+        self._document_frequency[segment.terms] += np.diff(segment.starts)
+        self.vocabulary.update((self._terms[n], n) for n in fresh.tolist())
+        self.size += len(counts)
+        self._total_length += int(counts.sum())
+        self._segments.append(segment)
+        self._merge_segments()
+
+    def remove(self, rows: np.ndarray, documents: Sequence[Sequence[str]]) -> None:
+        """Forget the documents in `rows`, whose tokens were `documents` (their postings stay until `renumber`, but
+        count for nothing)."""
+        if not len(rows):
+            return
+        distinct = np.concatenate(
+            [np.unique(np.fromiter((self._numbers[t] for t in tokens), np.int64, len(tokens))) for tokens in documents]
+        )
+        terms, counts = np.unique(distinct, return_counts=True)
+        self._document_frequency[terms] -= counts
+        for number in terms[self._document_frequency[terms] == 0]:
+            del self.vocabulary[self._terms[number]]
+        self.size -= len(rows)
+        self._total_length -= int(self._lengths[rows].sum(dtype=np.int64))
+
+    def arrange(self, rows: np.ndarray | None) -> None:
+        """Number the documents present: `rows[d]` holds document d (None: each row holds the document of its
+        number, and no row is unused)."""
+        if rows is None:
+            self._position = None
+            return
+        self._position = np.full(self.rows, -1, dtype=np.int64)
+        self._position[rows] = np.arange(len(rows))
+
+    def renumber(self, new_row: np.ndarray) -> None:
+        """Move each row r to `new_row[r]` (-1: a removed document's row, whose postings are dropped)."""
+        parts = []
+        for segment in self._segments:
+            terms = np.repeat(segment.terms, np.diff(segment.starts))
+            docs = new_row[segment.docs]
+            kept = docs >= 0
+            parts.append((terms[kept], docs[kept], segment.frequencies[kept]))
+        self.rows = int(new_row.max()) + 1 if len(new_row) else 0
+        lengths = np.zeros(self.rows, dtype=np.float32)
+        moved = new_row >= 0
+        lengths[new_row[moved]] = self._lengths[: len(new_row)][moved]
+        self._lengths = lengths
+        self._segments = [_Segment.joined(parts)] if parts else []
+        self._position = None
+        for term in [t for t, n in self._numbers.items() if self._document_frequency[n] == 0]:
+            del self._numbers[term]  # its number stays unused: numbers index the arrays
 
     def scores(self, query: str) -> np.ndarray:
         """BM25 per document, divided by the best score the query could reach, so 1.0 means every word matched."""
@@ -133,22 +207,19 @@ class LexicalIndex:
             if others and exact is total:
                 exact = total.copy()
             if index is not None:
-                best += float(self.idf[index]) * (_K1 + 1)
-                start, end = self.starts[index], self.starts[index + 1]
-                gain = self.idf[index] * self.weight[start:end]
+                best += float(self.idf(index)) * (_K1 + 1)
+                docs, gains = self.postings(index)
                 if exact is not total:
-                    exact[self.doc_of[start:end]] += gain
+                    exact[docs] += gains
                 if not others:
-                    total[self.doc_of[start:end]] += gain
+                    total[docs] += gains
                     continue
             elif not others:
                 continue
             else:
                 best += float(np.log1p((self.size + 0.5) / 0.5)) * (_K1 + 1)
             group = ([(index, 1.0)] if index is not None else []) + others
-            spans = [(self.starts[i], self.starts[i + 1]) for i, _ in group]
-            docs = np.concatenate([self.doc_of[a:b] for a, b in spans])
-            gains = np.concatenate([self.idf[i] * w * self.weight[a:b] for (i, w), (a, b) in zip(group, spans)])
+            docs, gains = (np.concatenate(column) for column in zip(*(self.postings(i, w) for i, w in group)))
             order = np.lexsort((-gains, docs))  # per document, its best gain first
             docs, gains = docs[order], gains[order]
             first = np.ones(len(docs), dtype=bool)
@@ -159,3 +230,111 @@ class LexicalIndex:
             if exact is not total:
                 exact /= best
         return total, exact
+
+    def idf(self, index: int) -> np.float32:
+        """The inverse document frequency of the term numbered `index`."""
+        frequency = self._document_frequency[index]
+        return np.float32(np.log1p((self.size - frequency + 0.5) / (frequency + 0.5)))
+
+    def postings(self, index: int, share: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """The documents holding the term numbered `index`, and what it adds to each one's score (idf x weight,
+        times `share` for a term standing for another)."""
+        docs, gains = [], []
+        idf = self.idf(index) * share
+        average = self._total_length / self.size if self.size else 1.0
+        for segment in self._segments:
+            start, end = segment.find(index)
+            if start == end:
+                continue
+            rows = segment.docs[start:end]
+            frequency = segment.frequencies[start:end]
+            norm = _K1 * (1 - _B + _B * self._lengths[rows] / max(average, 1e-9))
+            weight = (frequency * (_K1 + 1) / (frequency + norm)).astype(np.float32)
+            if self._position is not None:
+                rows = self._position[rows]
+                present = rows >= 0
+                rows, weight = rows[present], weight[present]
+            docs.append(rows)
+            gains.append(idf * weight)
+        if len(docs) == 1:
+            return docs[0], gains[0]
+        if not docs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        return np.concatenate(docs), np.concatenate(gains)
+
+    @property
+    def nbytes(self) -> int:
+        arrays = sum(s.nbytes for s in self._segments) + self._lengths.nbytes + self._document_frequency.nbytes
+        return arrays + (self._position.nbytes if self._position is not None else 0) + 120 * len(self._terms)
+
+    def _number(self, term: str) -> int:
+        number = self._numbers.get(term)
+        if number is None:
+            number = self._numbers[term] = len(self._terms)
+            self._terms.append(term)
+        return number
+
+    def _merge_segments(self) -> None:
+        """Keep few segments: the small ones are joined once there are too many, and joined with the large one
+        once they hold a good share of its postings (so a posting is copied a bounded number of times)."""
+        if len(self._segments) <= _SEGMENTS:
+            return
+        small = _Segment.joined([s.parts() for s in self._segments[1:]])
+        if small.nbytes * _SMALL_SHARE >= self._segments[0].nbytes:
+            self._segments = [_Segment.joined([self._segments[0].parts(), small.parts()])]
+        else:
+            self._segments = [self._segments[0], small]
+
+
+_SEGMENTS = 8  # segments before the small ones are joined
+_SMALL_SHARE = 4  # the small ones join the large one once they hold a quarter of its size
+
+
+class _Segment:
+    """Postings sorted by term: for the i-th term present, `docs` and `frequencies` from starts[i] to starts[i+1]."""
+
+    def __init__(self, terms: np.ndarray, starts: np.ndarray, docs: np.ndarray, frequencies: np.ndarray) -> None:
+        self.terms, self.starts, self.docs, self.frequencies = terms, starts, docs, frequencies
+
+    @classmethod
+    def of(cls, terms: np.ndarray, docs: np.ndarray) -> _Segment:
+        """From one (term, row) pair per token: each pair once, with its count."""
+        span = int(docs.max()) + 1 if len(docs) else 1
+        pairs, frequencies = np.unique(terms * span + docs, return_counts=True)
+        term_of, doc_of = np.divmod(pairs, span)
+        return cls._sorted(term_of, doc_of, frequencies)
+
+    @classmethod
+    def joined(cls, parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> _Segment:
+        """One segment from (term, row, frequency) postings of segments (each row in one of them only)."""
+        terms, docs, frequencies = (np.concatenate(column) for column in zip(*parts))
+        order = np.argsort(terms, kind="stable")  # each part is sorted already: a merge of runs
+        return cls._sorted(terms[order], docs[order], frequencies[order])
+
+    @classmethod
+    def _sorted(cls, terms: np.ndarray, docs: np.ndarray, frequencies: np.ndarray) -> _Segment:
+        present, first = np.unique(terms, return_index=True)
+        starts = np.append(first, len(terms)).astype(np.int64)
+        return cls(present.astype(np.int64), starts, docs.astype(np.int32), frequencies.astype(np.int32))
+
+    def parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return np.repeat(self.terms, np.diff(self.starts)), self.docs, self.frequencies
+
+    def find(self, term: int) -> tuple[int, int]:
+        at = int(np.searchsorted(self.terms, term))
+        if at == len(self.terms) or self.terms[at] != term:
+            return 0, 0
+        return int(self.starts[at]), int(self.starts[at + 1])
+
+    @property
+    def nbytes(self) -> int:
+        return self.terms.nbytes + self.starts.nbytes + self.docs.nbytes + self.frequencies.nbytes
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """`array` with room for `size` items (zeros beyond its own), grown by half again so growing is rare."""
+    if len(array) >= size:
+        return array
+    bigger = np.zeros(max(size, len(array) * 3 // 2), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger

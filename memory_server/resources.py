@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from memory_server.watch import FolderWatcher
 
 logger = logging.getLogger(__name__)
 
+TRIM_EVERY = 60.0  # seconds between two looks for memories not used lately
 GRAPH_URI = "memory://knowledge-graph"
 CONTEXTS_URI = "memory://contexts"
 CONTEXT_URI = "memory://contexts/{name}"
@@ -57,7 +59,12 @@ class LiveUpdates:
         self._subscribed: dict[str, Any] = {}  # uri -> the session that asked
 
     def watch(self, store: GraphStore) -> None:
+        """Watch the folder of the store's file and, when the file is a symbolic link (a synced folder, a dotfile
+        manager), the folder of the file it leads to: a save there changes no entry of the link's own folder."""
         self.watcher.watch(store.path.parent)
+        real = _real(store.path)
+        if real != store.path:
+            self.watcher.watch(real.parent)
 
     async def changed(self, store: GraphStore) -> None:
         """Tell subscribers that `store`'s graph changed."""
@@ -80,21 +87,24 @@ class LiveUpdates:
         return EmptyResult()
 
     async def _files_changed(self, paths: set[Path]) -> None:
+        """Tell subscribers at once; read nothing. The store follows the file at the next call that needs its graph
+        (usually only the new bytes), so an idle server spends a `stat` on another process's write."""
         if self.contexts.registry.file in paths:
             await self._publish([CONTEXTS_URI])
         for store in self.contexts.open_stores():
-            if store.path in paths and await anyio.to_thread.run_sync(self._refresh, store):
+            if (store.path in paths or _real(store.path) in paths) and store.noticed_change():
                 await self.changed(store)
 
-    def _refresh(self, store: GraphStore) -> bool:
-        """Re-read a file another process changed and bring its search index up to date, off the request path."""
-        try:
-            if not store.refresh():
-                return False
-            self.searcher.warm(store)
-        except MemoryServerError as problem:
-            logger.warning("Could not refresh %s: %s", store.path, problem)
-        return True
+    def trim(self) -> None:
+        """Release the memories not in use (see Contexts.trim), and their search indexes."""
+        for store in self.contexts.trim():
+            logger.debug("Released %s (not used lately)", store.path)
+            self.searcher.forget(store.path)
+
+    async def _trim_now_and_then(self) -> None:
+        while True:
+            await anyio.sleep(TRIM_EVERY)
+            await anyio.to_thread.run_sync(self.trim)
 
     def _uris_of(self, path: Path) -> list[str]:
         uris = []
@@ -107,9 +117,6 @@ class LiveUpdates:
                         uris.append(GRAPH_URI)
         return uris
 
-    async def _load_model_soon(self) -> None:
-        await anyio.sleep(1.0)  # after the handshake, which must never wait for the model
-        self.searcher.embeddings.start()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -119,7 +126,7 @@ class LiveUpdates:
         self.watcher.watch(self.contexts.registry.directory)
         async with anyio.create_task_group() as group:
             group.start_soon(self.watcher.run)
-            group.start_soon(self._load_model_soon)
+            group.start_soon(self._trim_now_and_then)
             try:
                 yield
             finally:
@@ -129,8 +136,12 @@ class LiveUpdates:
                 with anyio.CancelScope(shield=True):  # the server may be ending by cancellation
                     with anyio.move_on_after(3):
                         await self.watcher.finished.wait()
-                    await anyio.to_thread.run_sync(self.searcher.embeddings.close)  # saves the vector cache
+                    await anyio.to_thread.run_sync(self.searcher.embeddings.close)
                 group.cancel_scope.cancel()
+
+
+def _real(path: Path) -> Path:
+    return Path(os.path.realpath(path))
 
 
 def add_resources(server: MCPServer, live: LiveUpdates, budget: Budget) -> None:

@@ -23,24 +23,38 @@ How a query is ranked (each step measured on bench/personal_memory.py and bench/
 
 from __future__ import annotations
 
-import bisect
+import contextlib
+import logging
 import math
-from collections.abc import Iterable, Sequence
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-import numpy as np
-
 from memory_server.answers import Shape, asked_shape, has_shape
+from memory_server.documents import Snapshot
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.lexical import STOPWORDS, LexicalIndex, is_first_person, related_terms, tokenize, words
+from memory_server.index import DocumentIndex
+from memory_server.joined import JoinedText
+from memory_server.lazy import lazy_module
+from memory_server.lexical import STOPWORDS, is_first_person, related_terms, words
 from memory_server.store import GraphStore
 from memory_server.user import User, role_documents, user_of
+from memory_server.vector_cache import VectorCache
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
+
+logger = logging.getLogger(__name__)
 
 Mode = Literal["hybrid", "semantic", "keyword"]
 IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
@@ -62,6 +76,7 @@ ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documen
 # question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
 RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
+INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
 
 
 @dataclass(frozen=True)
@@ -74,41 +89,32 @@ class Hit:
     # the project) stands above the query's usual score in its memory
 
 
-class GraphIndex:
-    """The search documents of one state of a graph, with their lexical index and (lazily) their vectors."""
+class GraphIndex(DocumentIndex):
+    """The search documents of one state of a graph (kept up to date change by change, see index.py), ranked."""
 
-    def __init__(self, graph: KnowledgeGraph) -> None:
-        self.entities = graph.entity_list()
-        owners: list[int] = []
-        observations: list[str | None] = []
-        texts: list[str] = []
-        for number, entity in enumerate(self.entities):
-            owners.append(number)
-            observations.append(None)
-            texts.append(f"{entity.name} ({entity.entity_type})")
-            for observation in entity.observations:
-                owners.append(number)
-                observations.append(observation)
-                texts.append(f"{entity.name}: {observation}")
-        self.owner = np.asarray(owners, dtype=np.int64)
-        self.observations = observations
-        self.texts = texts
-        self.name_doc = np.flatnonzero(np.fromiter((o is None for o in observations), dtype=bool, count=len(texts)))
-        self.has_observations = np.fromiter((bool(e.observations) for e in self.entities), dtype=bool)
-        self.names = _JoinedText(e.name for e in self.entities)
-        self.lexical = LexicalIndex([tokenize(text) for text in texts])
-        self.vectors: np.ndarray | None = None
-        self.vectors_of: str | None = None
-        self.links = [(r.source, r.relation_type, r.target) for r in graph.relations.values()]
-        # Read from the entities, documents and links when a first-person question needs it; an index updated in
-        # place must set it back to False.
+    def changed(self, graph: KnowledgeGraph) -> None:
+        if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
+            self._names: JoinedText | None = None
+        # The relations are listed, and the user read from the entities, documents and links, only when a
+        # first-person question needs them (memory_server.user): a large memory's change must not pay for either.
+        # The graph is the store's, read while the store is held for reading (as this index is then up to date).
+        self._relations = graph.relations
+        self._links: list[tuple[str, str, str]] | None = None
         self._user: User | None | Literal[False] = False
 
-    def embed(self, embedder: Embedder) -> np.ndarray:
-        if self.vectors is None or self.vectors_of != embedder.name:
-            self.vectors = embedder.encode(self.texts)
-            self.vectors_of = embedder.name
-        return self.vectors
+    @property
+    def links(self) -> list[tuple[str, str, str]]:
+        """(source, relation type, target) of each relation of the graph."""
+        if self._links is None:
+            self._links = [(r.source, r.relation_type, r.target) for r in self._relations.values()]
+        return self._links
+
+    @property
+    def names(self) -> JoinedText:
+        if self._names is None:
+            self._names_of = self.documents.snapshot.names
+            self._names = JoinedText(self._names_of)
+        return self._names
 
     def rank(self, query: str, mode: Mode, embedder: Embedder | None, limit: int | None) -> list[Hit]:
         """Documents for `query`, best first, after the cut-off (as a search of this graph alone returns them)."""
@@ -151,10 +157,11 @@ class GraphIndex:
         for the query's own words, and the query's usual score and spread in this memory."""
         if embedder is None:
             exact = self.lexical.scores(query)
-            return exact.copy(), exact, float(exact.mean()) if len(exact) else 0.0, float(exact.std())
+            usual, spread = (float(exact.mean()), float(exact.std())) if len(exact) else (0.0, 0.0)
+            return exact.copy(), exact, usual, spread
         alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
         lexical, exact = self.lexical.matches(query, alternatives)
-        scores = self.embed(embedder) @ embedder.encode_query(query)
+        scores = self.cosines(embedder, query)
         np.clip(scores, 0.0, 1.0, out=scores)
         supported = exact > 0
         if len(scores) and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
@@ -236,7 +243,7 @@ class GraphIndex:
 
     def documents_saying(self, word: str) -> list[int]:
         """The observation documents whose text contains `word` (lower-case), in order."""
-        said = _JoinedText(o if o is not None else "" for o in self.observations)
+        said = JoinedText(o if o is not None else "" for o in self.observations)
         return said.holders(word)
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
@@ -268,45 +275,43 @@ def relevant(hits: Sequence[Hit]) -> list[Hit]:
     return [h for h in hits if h.rank >= NAME_MATCH_RANK or (h.relevance > 0 and h.relevance >= floor)]
 
 
-class _JoinedText:
-    """Many texts lower-cased into one string, so finding which of them contain a needle is one `str.find` scan."""
-
-    GAP = "\x00"
-
-    def __init__(self, texts: Iterable[str]) -> None:
-        pieces = [text.lower() + self.GAP for text in texts]
-        self.starts = np.cumsum([0] + [len(p) for p in pieces[:-1]]).tolist() if pieces else []
-        self.text = "".join(pieces)
-
-    def holders(self, needle: str, limit: int | None = None) -> list[int]:
-        """Numbers of the texts that contain `needle` (already lower-case), in order."""
-        found: list[int] = []
-        position = self.text.find(needle)
-        while position != -1 and (limit is None or len(found) < limit):
-            number = bisect.bisect_right(self.starts, position) - 1
-            found.append(number)
-            following = self.starts[number + 1] if number + 1 < len(self.starts) else len(self.text)
-            position = self.text.find(needle, following)
-        return found
-
-
 class KeywordIndex:
     """The official server's search, fast: each entity's name, type and observations lower-cased into one string
     that `str.find` scans, instead of lower-casing every text of the graph on every query."""
 
     def __init__(self, graph: KnowledgeGraph) -> None:
         self.entities = graph.entity_list()
-        self.joined = _JoinedText(_JoinedText.GAP.join([e.name, e.entity_type, *e.observations]) for e in self.entities)
+        self._snapshot = Snapshot(self.entities)
+        self.joined = JoinedText(_keyword_text(e) for e in self.entities)
+        self.updates = 0
+
+    def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
+        """Bring the index to `graph`, a later state of its graph: only the entities that changed (those named in
+        `changed`, when the store can tell) are read again."""
+        entities = graph.entity_list()
+        snapshot = Snapshot(entities)
+        kept = self._snapshot.match(snapshot, changed)[1]
+        self.joined = self.joined.replaced(kept, lambda number: _keyword_text(entities[number]))
+        self.entities, self._snapshot = entities, snapshot
+        self.updates += 1
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.joined.text) + 100 * len(self.entities)
 
     def hits(self, query: str, limit: int | None) -> list[Hit]:
         """Entities in file order whose name, type or an observation contains the query, ignoring case; each
         hit names the first observation that matched (None when the name or type did)."""
         needle = query.lower()
-        if not needle or _JoinedText.GAP in needle:  # could match across two texts: test each entity instead
+        if not needle or JoinedText.GAP in needle:  # could match across two texts: test each entity instead
             found = [e for e in self.entities if _contains(e, needle)][:limit]
         else:
             found = [self.entities[n] for n in self.joined.holders(needle, limit)]
         return [Hit(e, _first_match(e, needle), 1.0) for e in found]
+
+
+def _keyword_text(entity: Entity) -> str:
+    return JoinedText.GAP.join([entity.name, entity.entity_type, *entity.observations])
 
 
 def _contains(entity: Entity, needle: str) -> bool:
@@ -388,11 +393,16 @@ class Outcome:
 
 
 class Searcher:
-    """Searches memories, keeping one index per memory file and rebuilding it only when the file changed."""
+    """Searches memories, keeping an index per memory file that each change of the file updates (at the cost of
+    what changed); the indexes used least lately are released once all of them hold more than `budget` bytes."""
 
-    def __init__(self, embeddings: EmbedderSlot) -> None:
+    def __init__(self, embeddings: EmbedderSlot, budget: int = INDEX_BUDGET) -> None:
         self.embeddings = embeddings
-        self._indexes: dict[tuple[Path, type], tuple[int, GraphIndex | KeywordIndex]] = {}
+        self.budget = budget
+        self._indexes: OrderedDict[tuple[Path, type], _Kept] = OrderedDict()  # least recently used first
+        self._mutex = threading.Lock()
+        self.built = 0  # indexes made from scratch
+        self.released = 0
 
     def search(
         self, targets: Sequence[Target], query: str, mode: Mode, limit: int | None, min_score: float | None
@@ -404,9 +414,11 @@ class Searcher:
         for target in targets:
             with target.store.reading() as graph:
                 if mode == "keyword":
-                    found = self._index(KeywordIndex, target.store, graph).hits(query, limit)
+                    with self._using(KeywordIndex, target.store, graph) as keywords:
+                        found = keywords.hits(query, limit)
                 else:
-                    found = self._index(GraphIndex, target.store, graph).candidates(query, mode, embedder, limit)
+                    with self._using(GraphIndex, target.store, graph) as index:
+                        found = index.candidates(query, mode, embedder, limit)
                 touching: dict[str, tuple[Relation, ...]] = {}
                 for hit in found:
                     if hit.entity.name not in touching:
@@ -417,28 +429,85 @@ class Searcher:
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
-        if embedder is not None:
-            embedder.save_soon()
         if not hits:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score)]))
+        self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
         return Outcome(
             hits[:limit] if limit is not None else hits, mode, embedder and embedder.name, bool(embedder), note
         )
 
     def warm(self, store: GraphStore) -> None:
         """Bring the indexes already made for `store` up to date now, so the next search does not wait."""
-        kinds = [kind for (path, kind) in list(self._indexes) if path == store.path]
+        with self._mutex:
+            kinds = [kind for (path, kind) in self._indexes if path == store.path]
         embedder = self.embeddings.get(wait=0)[0] if GraphIndex in kinds else None
         with store.reading() as graph:
             for kind in kinds:
-                index = self._index(kind, store, graph)
-                if embedder is not None and isinstance(index, GraphIndex):
-                    index.embed(embedder)
+                with self._using(kind, store, graph) as index:
+                    if embedder is not None and isinstance(index, GraphIndex):
+                        index.embed(embedder)
 
-    def _index(self, kind: type[IndexT], store: GraphStore, graph: KnowledgeGraph) -> IndexT:
-        """The index of `kind` for the graph the store holds now (called while the store is held for reading)."""
+    def forget(self, path: Path) -> None:
+        """Drop the indexes of the memory at `path` (its store released its graph to free memory)."""
+        with self._mutex:
+            for key in [key for key in self._indexes if key[0] == path]:
+                del self._indexes[key]
+                self.released += 1
+
+    def holds(self, store: GraphStore, kind: type = GraphIndex) -> GraphIndex | KeywordIndex | None:
+        """The index of `kind` kept for `store`'s file, if any (as it was last used)."""
+        with self._mutex:
+            kept = self._indexes.get((store.path, kind))
+        return kept.index if kept is not None else None
+
+    @contextlib.contextmanager
+    def _using(self, kind: type[IndexT], store: GraphStore, graph: KnowledgeGraph) -> Iterator[IndexT]:
+        """The index of `kind` for the graph the store holds now (called while the store is held for reading),
+        for this thread alone while it is used."""
         key = (store.path, kind)
-        cached = self._indexes.get(key)
-        if cached is None or cached[0] != store.version:
-            cached = self._indexes[key] = (store.version, kind(graph))
-        return cached[1]  # type: ignore[return-value]
+        with self._mutex:
+            kept = self._indexes.get(key)
+            if kept is None:
+                kept = self._indexes[key] = _Kept()
+            self._indexes.move_to_end(key)
+        with kept.lock:
+            if kept.index is None:
+                kept.index = GraphIndex(graph, self._caches(store)) if kind is GraphIndex else kind(graph)
+                self.built += 1
+            elif kept.store() is not store or kept.version != store.version:
+                # What changed, from the store's log when this store made the index's graph (another store object
+                # for the file, or a state too old for the log, is compared entity by entity).
+                changes = store.changes_since(kept.version) if kept.store() is store else None
+                kept.index.update(graph, changes.entities if changes is not None else None)
+            kept.store, kept.version = weakref.ref(store), store.version
+            yield kept.index  # type: ignore[misc]
+
+    def _caches(self, store: GraphStore) -> Callable[[Embedder], VectorCache | None] | None:
+        folder = self.embeddings.cache_dir
+        if folder is None:
+            return None
+        return lambda embedder: VectorCache(folder / embedder.fingerprint, store.path, embedder.name, embedder.dim)
+
+    def _release(self, keep: set[tuple[Path, type]]) -> None:
+        """Release the indexes used least lately until those left fit the budget (never those in `keep`)."""
+        with self._mutex:
+            sizes = {key: kept.index.nbytes if kept.index is not None else 0 for key, kept in self._indexes.items()}
+            total = sum(sizes.values())
+            for key in list(self._indexes):
+                if total <= self.budget:
+                    break
+                if key not in keep:
+                    del self._indexes[key]
+                    total -= sizes[key]
+                    self.released += 1
+                    logger.debug("Released the search index of %s (%d bytes)", key[0], sizes[key])
+
+
+class _Kept:
+    """An index kept for a file, with the store object and version it was made for."""
+
+    def __init__(self) -> None:
+        self.index: GraphIndex | KeywordIndex | None = None
+        self.store: Callable[[], GraphStore | None] = lambda: None
+        self.version = -1
+        self.lock = threading.Lock()

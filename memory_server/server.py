@@ -7,7 +7,9 @@ context and file it used. Core errors become `isError` results here, in one plac
 
 from __future__ import annotations
 
+import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -25,6 +27,7 @@ from memory_server.context_list import contexts_page, fitted
 from memory_server.contexts import Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError, ReadOnlyError, echo
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.handshake import SERVER_NAME, EarlyStart
 from memory_server.models import (
     EntitiesResult,
     EntityItem,
@@ -45,7 +48,7 @@ from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
 from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
-from memory_server.store import GraphStore
+from memory_server.store import GraphStore, call_arrived_at
 
 logger = logging.getLogger(__name__)
 
@@ -320,9 +323,11 @@ class MemoryTools:
 
     async def _in_order(self, fn: Callable[..., T], *args: Any) -> T:
         """Run `fn` in a worker thread, one call at a time in the order the calls came: a client that pipelines
-        a write and then a read gets the read after the write, as it would from the official server."""
+        a write and then a read gets the read after the write, as it would from the official server. The time
+        spent waiting for the calls before counts in this one's lock timeout."""
+        arrived = time.monotonic()
         async with self._turn:
-            return await anyio.to_thread.run_sync(fn, *args)
+            return await anyio.to_thread.run_sync(functools.partial(_arrived_at, arrived, fn), *args)
 
     async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
         await self._sync_roots(ctx)
@@ -363,13 +368,15 @@ class MemoryTools:
         except MemoryServerError as problem:
             failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
             return failed, store, False
+        finally:
+            self.live.trim()
         warnings = self._warnings(store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
         text = present.text(resolved, warnings, text)
         result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-        return result, store, store.version != version
+        return result, store, store.version != version and store.announce()
 
     def _search_everywhere(
         self,
@@ -385,6 +392,8 @@ class MemoryTools:
             structured, text = everywhere.search(self.contexts, self.searcher, self.budget, asked)
         except MemoryServerError as problem:
             return self._failed(problem)
+        finally:
+            self.live.trim()  # memories not used lately are released (as after every call, see _run)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
@@ -494,6 +503,7 @@ def build_server(
     context_admin: bool = True,
     project_boost: float = PROJECT_BOOST,
     max_result_tokens: int = DEFAULT_MAX_RESULT_TOKENS,
+    instructions: str | None = None,
 ) -> MCPServer:
     budget = Budget(max_result_tokens)
     bus = InMemorySubscriptionBus()
@@ -565,9 +575,9 @@ def build_server(
             ),
         ]
     server = MCPServer(
-        name="memory-contexts",
+        name=SERVER_NAME,
         version=__version__,
-        instructions=present.instructions(contexts),
+        instructions=instructions if instructions is not None else present.instructions(contexts),
         tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
         subscriptions=bus,
         lifespan=lambda _server: live.running(),
@@ -585,10 +595,16 @@ def build_server(
     return server
 
 
-async def serve_stdio(server: MCPServer) -> None:
-    """Serve `server` on stdin/stdout until the client closes them (our transport, see stdio.py)."""
+def _arrived_at(moment: float, fn: Callable[..., T], *args: Any) -> T:
+    with call_arrived_at(moment):
+        return fn(*args)
+
+
+async def serve_stdio(server: MCPServer, early: EarlyStart | None = None) -> None:
+    """Serve `server` on stdin/stdout until the client closes them (our transport, see stdio.py), after what
+    `early` read and answered before the SDK was loaded (handshake.py)."""
     lowlevel = server._lowlevel_server  # noqa: SLF001 - what MCPServer.run_stdio_async does, with our transport
-    async with stdio_transport() as (read, write):
+    async with stdio_transport(early) as (read, write):
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 

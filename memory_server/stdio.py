@@ -14,6 +14,9 @@ reads as it writes never notices, and one that writes a batch before reading get
 batch's answers fit in the budget.
 
 While serving, file descriptor 1 points at stderr, so a stray `print` anywhere cannot corrupt the protocol.
+
+A first `initialize` answered before the SDK was loaded (handshake.py) is read again from what was read then and
+handed to the SDK; the SDK's answer to it is not sent a second time.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pydantic import ValidationError
 
 from memory_server.errors import echo
 from memory_server.graph import json_line
+from memory_server.handshake import EarlyStart
 
 logger = logging.getLogger(__name__)
 
@@ -47,15 +51,17 @@ CLIENT_ANSWER_WAIT = 30.0  # seconds one of our requests to the client keeps rea
 
 
 @contextlib.asynccontextmanager
-async def stdio_transport() -> AsyncIterator[tuple[Any, Any]]:
-    """The (read, write) message streams of an MCP session on this process's stdin and stdout."""
+async def stdio_transport(early: EarlyStart | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """The (read, write) message streams of an MCP session on this process's stdin and stdout, after what `early`
+    read and answered before the SDK was loaded."""
     stdin = anyio.wrap_file(os.fdopen(os.dup(0), "rb"))
     stdout = anyio.wrap_file(os.fdopen(os.dup(1), "wb"))
     os.dup2(2, 1)  # from now on fd 1 is stderr: only this transport writes to the real stdout
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as group:
-        pipes = _Pipes(stdin, stdout, group.cancel_scope)
+        pipes = _Pipes(_ReadAgain(stdin, early.read) if early else stdin, stdout, group.cancel_scope)
+        pipes.answered = early.answer if early else None
         group.start_soon(pipes.read_messages, read_send)
         group.start_soon(pipes.write_messages, write_receive)
         group.start_soon(pipes.send_output)
@@ -76,6 +82,7 @@ class _Pipes:
         self.asked: dict[Any, float] = {}  # our requests to the client not answered yet: id -> when sent
         self.output = bytearray()  # encoded lines not handed to the pipe yet
         self.unread = 0  # bytes of output the client has not taken: queued, or being written
+        self.answered: dict[str, Any] | None = None  # a request answered before the SDK was loaded
         self._changed = anyio.Event()
 
     async def read_messages(self, read_send: Any) -> None:
@@ -99,7 +106,11 @@ class _Pipes:
                 message = session_message.message
                 if isinstance(message, types.JSONRPCRequest):
                     self.asked[coerce_request_id(message.id)] = anyio.current_time()
-                self._queue(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
+                data = message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                if self._answered_already(message, data):
+                    self._settle(message.id)
+                    continue
+                self._queue(data)
                 if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None:
                     self._settle(message.id)
                 while self.unread > OUTPUT_BUDGET:  # the client is not reading: hold the session's writers back
@@ -134,6 +145,18 @@ class _Pipes:
             await read_send.send(SessionMessage(message))
         elif answer is not None:
             self._queue(answer)
+
+    def _answered_already(self, message: Any, data: dict[str, Any]) -> bool:
+        """Whether `message` is the SDK's answer to the request answered before it was loaded (sent once only)."""
+        early = self.answered
+        if early is None or not isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) or message.id is None:
+            return False
+        if coerce_request_id(message.id) != coerce_request_id(early["id"]):
+            return False
+        self.answered = None
+        if data.get("result") != early["result"]:
+            logger.warning("The SDK answered initialize with %s, after the early answer %s", data, early["result"])
+        return True
 
     async def _room_to_read(self) -> None:
         """Wait while answers are not being taken, or too many requests are unanswered. Our own request to the
@@ -174,6 +197,22 @@ class _Pipes:
         event = self._changed
         with anyio.move_on_after(timeout if timeout is not None else float("inf")):
             await event.wait()
+
+
+class _ReadAgain:
+    """A file whose first bytes were already read (by handshake.py): they are read again first."""
+
+    def __init__(self, file: Any, read: bytes) -> None:
+        self.file = file
+        self.read = read
+
+    async def readline(self) -> bytes:
+        if not self.read:
+            return await self.file.readline()  # type: ignore[no-any-return]
+        line, newline, self.read = self.read.partition(b"\n")
+        if newline:
+            return line + newline
+        return line + await self.file.readline()
 
 
 def parse_line(raw: bytes) -> tuple[Any, dict[str, Any] | None]:

@@ -5,24 +5,41 @@ that the file is still the one that was read: other programs (git, editors, sync
 it changed, the change is applied again to what is there now. A file another program is still writing (its last
 line incomplete, or changed in place a moment ago) is waited for, within the lock timeout, and never used for a
 write before it is complete. Additions are appended when a single small write can hold them (a crash then leaves
-the old file or the new one, never half a line); anything else rewrites the file atomically. Reads reuse the
-cached graph while the file's stamp is unchanged, which costs one `stat`.
+the old file or the new one, never half a line); anything else rewrites the file atomically.
+
+Reads reuse the cached graph while the file's stamp is unchanged, which costs one `stat`. When the file changed,
+the graph follows it with as little parsing as the change allows:
+- another of our servers wrote it: only the new bytes its write recorded (delta.py) are read and parsed;
+- it only grew (an append, ours or another program's): the file is read, only the new lines are parsed;
+- anything else (git checkout, an editor's save): the file is read, and each line still written exactly as before
+  keeps its record; only the other lines are parsed.
+The whole file is parsed only the first time, and after `release` (which frees the graph of a store not in use).
+
+`version` counts the graph states this store has held. `changes_since(version)` names the entities and relations
+that may differ since then (None: everything may: a first read, a release, or too long ago). Across a reload, a
+record whose line did not change is the same object, and one whose line changed is a new object; this process's
+own mutations change their records in place (and `changes_since` names them like the rest).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
+import logging
 import os
 import stat
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import filelock
 
+from memory_server import delta
 from memory_server.errors import FileBusyError, LockTimeoutError, LockUnavailableError, MemoryFileError
 from memory_server.files import (
     FileChangedError,
@@ -32,6 +49,7 @@ from memory_server.files import (
     lock_path_for,
     locked,
     read_mark,
+    read_ranges,
     read_regular,
     remove_legacy_lock,
     remove_stale_temp_files,
@@ -39,10 +57,11 @@ from memory_server.files import (
     write_atomically,
     write_mark,
 )
-from memory_server.graph import KnowledgeGraph, Plan, SkippedLine
+from memory_server.graph import Changes, KnowledgeGraph, Plan, SkippedLine
 from memory_server.target import Target, find_target
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 # A write(2) that stays inside one page of the file is not split by a signal, so an append that fits is
 # all-or-nothing even under SIGKILL; larger additions go through the atomic rewrite instead.
@@ -55,6 +74,29 @@ QUIET = 0.25
 TAIL_QUIET = 2.0
 READ_PATIENCE = 1.0
 _POLL = 0.02
+LOGGED_CHANGES = 64  # states `changes_since` can answer for
+# When the call being served arrived (time.monotonic), if it waited behind others: the lock timeout bounds a call as
+# its caller sees it, waiting included, not each store operation afresh (queued calls would wait 3, 6, 9 s...).
+_CALL_ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("call_arrived", default=None)
+
+
+@contextlib.contextmanager
+def call_arrived_at(moment: float) -> Iterator[None]:
+    """Count the lock timeout of the store operations run inside from `moment` (when the call arrived)."""
+    token = _CALL_ARRIVED.set(moment)
+    try:
+        yield
+    finally:
+        _CALL_ARRIVED.reset(token)
+
+
+@dataclass(frozen=True)
+class Load:
+    """How the graph was last brought up to date with its file (for the debug log, tests and benchmarks)."""
+
+    how: str  # lines parsed: "parsed" every one, "reread" the changed, "grown" the added, "followed" those recorded
+    bytes_read: int
+    lines_parsed: int
 
 
 class GraphStore:
@@ -73,6 +115,14 @@ class GraphStore:
         self._warned = False
         self._notes: dict[str, None] = {}  # warnings for the next result, in order
         self.version = 0  # counts the graph states this store has held; search indexes key on it
+        self._log: deque[tuple[int, Changes]] = deque(maxlen=LOGGED_CHANGES)  # what each version changed
+        self._log_floor = 0  # no version before this one can be compared with later ones
+        self._previous: KnowledgeGraph | None = None  # a graph forgotten for a re-read: its records may be reused
+        self._unlogged = Changes()  # what such a graph had changed in memory, not in the file
+        self._announced: Stamp | None = None  # the file's state subscribers were last told about
+        self.last_used = time.monotonic()
+        self.last_load: Load | None = None
+        self.loads: Counter[str] = Counter()  # how often each way of loading was taken
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[KnowledgeGraph]:
@@ -80,12 +130,62 @@ class GraphStore:
         with self._turn() as deadline:
             yield self._current(deadline)
 
-    def refresh(self) -> bool:
-        """Re-read the file if someone else changed it since we last read or wrote it; True if so."""
-        with self._turn() as deadline:
-            version = self.version
-            self._current(deadline)
-            return self.version != version
+    def changes_since(self, version: int) -> Changes | None:
+        """The entities and relations that may differ between `version` and now (empty if none), or None when this
+        store cannot tell (a first read or a re-read after `release`, or more than LOGGED_CHANGES versions ago)."""
+        with self._mutex:
+            if version == self.version:
+                return Changes()
+            if version > self.version or version < self._log_floor or not self._log or self._log[0][0] > version + 1:
+                return None
+            changes = Changes()
+            for number, changed in self._log:
+                if number > version:
+                    changes |= changed
+            return changes
+
+    def noticed_change(self) -> bool:
+        """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read. The
+        graph follows the file at the next call that needs it, so an idle server spends next to nothing."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            now = None
+        else:
+            now = Stamp.of(st) if stat.S_ISREG(st.st_mode) else None
+        if now == self._announced:
+            return False
+        self._announced = now
+        return True
+
+    def announce(self) -> bool:
+        """Whether the state this store holds now is one subscribers were not told about yet (they are, from now)."""
+        if self._stamp == self._announced:
+            return False
+        self._announced = self._stamp
+        return True
+
+    def release(self) -> bool:
+        """Free the parsed graph (the next call reads the file again); False if a call is using the store now or
+        there is nothing to free."""
+        if not self._mutex.acquire(blocking=False):
+            return False
+        try:
+            if self._graph is None and self._previous is None:
+                return False
+            self._graph = self._previous = None
+            self._log.clear()
+            self._log_floor = self.version + 1
+            self.loads["released"] += 1
+            return True
+        finally:
+            self._mutex.release()
+
+    @property
+    def resident_bytes(self) -> int:
+        """The size of the file whose parsed graph this store holds (0: none held)."""
+        held = self._graph is not None or self._previous is not None
+        return self._stamp.size if held and self._stamp is not None else 0
 
     def mutate(self, change: Callable[[KnowledgeGraph], T]) -> T:
         """Apply `change` to the current graph under the cross-process lock and persist what it edited.
@@ -139,25 +239,29 @@ class GraphStore:
     @contextlib.contextmanager
     def _turn(self) -> Iterator[_Deadline]:
         """This store, for one operation of this process, all of it (waiting included) within the lock timeout."""
-        deadline = _Deadline(self.lock_timeout)
-        if not self._mutex.acquire(timeout=max(self.lock_timeout, 0)):
+        deadline = _Deadline(self.lock_timeout, _CALL_ARRIVED.get())
+        if not self._mutex.acquire(timeout=deadline.remaining()):
             raise LockTimeoutError(lock_path_for(Path(os.path.realpath(self.path))), self.lock_timeout)
         try:
             yield deadline
         finally:
+            self.last_used = time.monotonic()
             self._mutex.release()
 
     @contextlib.contextmanager
     def _locked(self, target: Target, deadline: _Deadline, writing: bool) -> Iterator[bool]:
-        """Hold the target's lock; True if held. A read goes on without a lock it may not take, and says so."""
+        """Hold the target's lock; True if held. A read goes on without a lock it may not take, or that another
+        process holds for longer than READ_PATIENCE, and says so: our writes are atomic (a rename, or an append in
+        one write), so the file read is whole, and only a change being made at that moment may be missing."""
         lock_path = self._lock_path = lock_path_for(target.real)  # at every acquisition: `git init` moves it
         lock = self._locks.get(lock_path)
         if lock is None:
             lock = self._locks[lock_path] = filelock.FileLock(lock_path, thread_local=False)
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(locked(lock, deadline.remaining(), self.lock_timeout))
-            except LockUnavailableError as problem:
+                wait = deadline if writing else deadline.within(READ_PATIENCE)
+                stack.enter_context(locked(lock, wait.remaining(), self.lock_timeout))
+            except (LockUnavailableError, LockTimeoutError) as problem:
                 if writing:
                     raise
                 self._note(problem.read_warning(self.path))
@@ -177,7 +281,7 @@ class GraphStore:
             assert self._graph is not None
             return self._graph
         if target.st is None:  # nothing to read, and nothing created by reading
-            return self._keep(target, KnowledgeGraph(), None)
+            return self._keep(target, KnowledgeGraph(), None, None)
         # Read under the lock so a concurrent append of ours is never seen half-written.
         with self._locked(target, deadline, writing=False):
             return self._load(find_target(self.path, self.allowed_root), deadline, writing=False)
@@ -193,6 +297,9 @@ class GraphStore:
         if self._is_cached(target) and (self._complete or not writing):
             assert self._graph is not None
             return self._graph
+        followed = self._follow(target)
+        if followed is not None:
+            return followed
         patience = deadline if writing else deadline.within(READ_PATIENCE)
         mark = read_mark(self._lock_path)
         first_seen: dict[Stamp, float] = {}
@@ -200,7 +307,7 @@ class GraphStore:
             try:
                 data, stamp = read_regular(target.real)
             except FileNotFoundError:
-                return self._keep(target, KnowledgeGraph(), None)
+                return self._keep(target, KnowledgeGraph(), None, None)
             except FileChangedError:
                 busy: str | None = "it changed while it was read"
             except OSError as problem:
@@ -219,9 +326,31 @@ class GraphStore:
             )
             if busy == "it changed while it was read":
                 return self._graph if self._graph is not None else KnowledgeGraph()
-        graph = self._keep(target, KnowledgeGraph.parse(data), stamp)
+        previous = self._graph if self._graph is not None else self._previous
+        self._graph = self._previous = None  # its records become the new graph's: never use it again
+        graph, changes = KnowledgeGraph.reread(data, previous)
+        self._keep(target, graph, changes, stamp, len(data))
         self._complete = busy is None
         return graph
+
+    def _follow(self, target: Target) -> KnowledgeGraph | None:
+        """The graph of the file as another of our servers left it, from the new bytes its write recorded."""
+        graph = self._graph
+        if graph is None or not self._complete or self._real != target.real or None in (self._stamp, target.st):
+            return None
+        current = Stamp.of(target.st)  # type: ignore[arg-type]
+        segments = delta.find(self._lock_path, self._stamp, current)  # type: ignore[arg-type]
+        if segments is None:
+            return None
+        try:
+            chunks = read_ranges(target.real, delta.new_ranges(segments), current)
+        except (FileChangedError, OSError):
+            return None
+        followed = graph.patched(segments, chunks)
+        if followed is None:
+            return None
+        followed[0].built_by = "followed"
+        return self._keep(target, *followed, current, sum(map(len, chunks)))
 
     def _still_being_written(
         self, data: bytes, stamp: Stamp, mark: Stamp | None, first_seen: dict[Stamp, float]
@@ -239,13 +368,35 @@ class GraphStore:
             return "it was changed in place a moment ago"
         return None
 
-    def _keep(self, target: Target, graph: KnowledgeGraph, stamp: Stamp | None) -> KnowledgeGraph:
+    def _keep(
+        self, target: Target, graph: KnowledgeGraph, changes: Changes | None, stamp: Stamp | None, read: int = 0
+    ) -> KnowledgeGraph:
         self._graph, self._stamp, self._real, self._complete = graph, stamp, target.real, True
+        self._previous = None
         self._warned = False
-        self.version += 1
+        self._advance(changes)
+        self.last_load = Load(graph.built_by, read, graph.parsed_lines)
+        self.loads[graph.built_by] += 1
+        logger.debug("%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, graph.built_by, read,
+                     graph.parsed_lines, self.version)
         return graph
 
+    def _advance(self, changes: Changes | None) -> None:
+        """One more state of the graph, which `changes` (None: everything) took it to."""
+        self.version += 1
+        if changes is None:
+            self._log.clear()
+            self._log_floor = self.version
+        else:
+            self._log.append((self.version, changes | self._unlogged))
+        self._unlogged = Changes()
+
     def _forget(self) -> None:
+        """The graph no longer matches the file (a write failed or found the file changed): read the file again at
+        the next call, reusing the records of the lines that are still the same."""
+        if self._graph is not None:
+            self._unlogged |= self._graph.edits.changes()
+            self._previous = self._graph
         self._graph = None
 
     def _note(self, note: str) -> None:
@@ -262,10 +413,12 @@ class GraphStore:
                 stamp = write_atomically(target.real, lambda fd: self._write_plan(fd, plan, target), expected)
         except OSError as problem:
             raise MemoryFileError(self.path, "write", problem) from problem
+        changes = graph.edits.changes()
         graph.written()
-        self.version += 1
         self._stamp = stamp
+        delta.record(self._lock_path, expected, stamp, delta.of_plan(plan))
         write_mark(self._lock_path, stamp)
+        self._advance(changes)
 
     def _write_plan(self, out: int, plan: Plan, target: Target) -> None:
         """Write the new file: copy the unchanged ranges from the current file, write the new bytes."""
@@ -286,8 +439,8 @@ class GraphStore:
 
 
 class _Deadline:
-    def __init__(self, seconds: float) -> None:
-        self.start = time.monotonic()
+    def __init__(self, seconds: float, start: float | None = None) -> None:
+        self.start = time.monotonic() if start is None else start
         self.end = self.start + max(seconds, 0)
 
     def remaining(self) -> float:

@@ -14,14 +14,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from memory_server.graph import Entity
+from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from memory_server.embeddings import Embedder
     from memory_server.search import GraphIndex
+else:
+    np = lazy_module("numpy")  # imported at the first search, not at start-up
 
 USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
 USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
+
+# One BLAS thread, as the server runs (memory_server.cli): a threaded product splits the rows where it likes, and
+# tests compare scores bit for bit. Set before numpy loads.
+assert "numpy" not in sys.modules, "numpy was imported before tests/conftest.py could set OPENBLAS_NUM_THREADS"
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import pytest
 

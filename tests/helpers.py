@@ -28,15 +28,18 @@ async def connect(
     args: Sequence[str] = (),
     cwd: Path | None = None,
     roots: list[Path] | None = None,
+    errlog: Any = None,
     **client_options: Any,
 ) -> AsyncIterator[ClientSession]:
-    """Spawn `python -m memory_server` and yield an initialized SDK client session talking to it over stdio."""
+    """Spawn `python -m memory_server` and yield an initialized SDK client session talking to it over stdio (its
+    stderr goes to `errlog`, an open file, when given)."""
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "memory_server", *args], env=env or server_env(), cwd=cwd
     )
     if roots is not None:
         client_options["list_roots_callback"] = roots_callback(roots)
-    async with stdio_client(params) as (read, write), ClientSession(read, write, **client_options) as session:
+    transport = stdio_client(params, errlog=errlog) if errlog is not None else stdio_client(params)
+    async with transport as (read, write), ClientSession(read, write, **client_options) as session:
         await session.initialize()
         yield session
 

@@ -255,6 +255,19 @@ def test_stats_counts_types_and_connections(memory):
     assert "Most connected: Ann (2)" in done.stdout
     data = json.loads(cli("stats", "--json", "--memory-path", memory).stdout)
     assert data["mostConnected"][0] == ["Ann", 2] and data["unusableLines"] == 0
+    assert data["vectorCaches"] == [] and "Vector cache: none yet" in done.stdout
+
+
+def test_stats_reports_the_memorys_own_vector_cache(memory, tmp_path):
+    other = write_memory(tmp_path / "other.jsonl", [{"type": "entity", "name": "Zoe", "entityType": "person",
+                                                     "observations": ["plays the cello", "lives in Oslo"]}])
+    for path in (memory, other):
+        assert cli("search", "hiking", "--memory-path", path).returncode in (0, 1)
+    data = json.loads(cli("stats", "--json", "--memory-path", memory).stdout)
+    [cache] = data["vectorCaches"]
+    assert cache["vectors"] == 3 + 4 and cache["bytes"] > 7 * 256 * 4  # 3 entities, 4 observations: its own alone
+    text = cli("stats", "--memory-path", other).stdout
+    assert "Vector cache:" in text and "3 vectors" in text
 
 
 # ---- export --------------------------------------------------------------------------------------------------

@@ -347,3 +347,43 @@ def test_temp_files_of_killed_registry_writers_are_swept_only_under_the_lock(tmp
     leftover.write_text("left while this process runs")
     registry.add(new_context(Contexts(registry), "work", str(tmp_path / "work.jsonl")))  # every edit sweeps too
     assert sorted(p.name for p in folder.iterdir()) == ["contexts.json", "contexts.json.lock"]
+
+
+# ---- bounded memory (issue 14) ----------------------------------------------------------------------------------
+
+
+def _memories(tmp_path: Path, count: int) -> tuple[Contexts, list]:
+    """`count` static contexts whose files hold about 20 KB each, all read once, oldest first."""
+    contexts_list = [{"name": "default", "path": str(tmp_path / "default.jsonl")}]
+    contexts_list += [{"name": f"m{i}", "path": str(tmp_path / f"m{i}.jsonl")} for i in range(count)]
+    lines = [{"type": "entity", "name": f"e{j}", "entityType": "t", "observations": ["x" * 90]} for j in range(150)]
+    for i in range(count):
+        (tmp_path / f"m{i}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    contexts = Contexts(registry_in(tmp_path / "cfg", {"activeContext": "default", "contexts": contexts_list}))
+    stores = []
+    for i in range(count):
+        store = contexts.store(contexts.resolve(f"m{i}"))
+        with store.reading() as graph:
+            assert len(graph.entities) == 150
+        stores.append(store)
+    return contexts, stores
+
+
+def test_memories_beyond_the_size_bound_are_released_least_recently_used_first(tmp_path):
+    contexts, stores = _memories(tmp_path, 6)
+    size = stores[0].resident_bytes
+    released = contexts.trim(limit=3 * size)
+    assert set(released) == set(stores[:2])  # the last used stays whatever the bound; three more fit
+    assert [store.resident_bytes > 0 for store in stores] == [False, False, True, True, True, True]
+    with stores[0].reading() as graph:  # read again, correctly, when used again
+        assert graph.entities["e149"].observations == ["x" * 90]
+    assert contexts.trim(limit=3 * size) == [stores[2]]
+
+
+def test_memories_not_used_for_a_while_are_released_but_not_the_active_one(tmp_path):
+    contexts, stores = _memories(tmp_path, 3)
+    contexts.set_active("m1")
+    with stores[0].reading():  # used last
+        pass
+    assert contexts.trim(idle=0) == [stores[2]]
+    assert stores[0].resident_bytes and stores[1].resident_bytes and not stores[2].resident_bytes

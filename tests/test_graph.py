@@ -223,3 +223,144 @@ def test_a_line_that_parses_only_together_with_its_neighbours_is_not_loaded():
     graph = KnowledgeGraph.parse("1,2\n" + entity_line + "\n[0\n0]\n")
     assert list(graph.entities) == ["e"] and graph.entities["e"].observations == ["keep"]
     assert [s.line_number for s in graph.skipped_lines()] == [1, 3, 4]
+
+
+# ---- following a file without parsing it again (issue 14) -------------------------------------------------------
+
+FOLLOWED = (
+    '{"type":"entity","name":"Ann","entityType":"person","observations":["likes hiking"]}\n'
+    '{"type":"entity","name":"Bo","entityType":"dog","observations":["chases the postman"]}\n'
+    '{"type":"relation","from":"Ann","to":"Bo","relationType":"walks"}\n'
+)
+
+
+def test_a_reread_keeps_the_records_of_unchanged_lines_and_parses_only_the_others():
+    old = KnowledgeGraph.parse(FOLLOWED)
+    ann, bo, walks = old.entities["Ann"], old.entities["Bo"], old.relations[("Ann", "Bo", "walks")]
+    changed = FOLLOWED.replace("chases the postman", "chases the cat")
+    new, changes = KnowledgeGraph.reread(changed, old)
+    assert (new.built_by, new.parsed_lines) == ("reread", 1)
+    assert new.entities["Ann"] is ann and new.relations[("Ann", "Bo", "walks")] is walks
+    assert new.entities["Bo"] is not bo and new.entities["Bo"].observations == ["chases the cat"]
+    assert changes.entities == {"Bo"} and not changes.relations
+    assert list(new.entities) == ["Ann", "Bo"]
+
+
+def test_a_file_that_only_grew_is_followed_by_parsing_its_new_lines():
+    old = KnowledgeGraph.parse(FOLLOWED)
+    more = '{"type":"entity","name":"Cy","entityType":"cat","observations":[]}\nnot json\n'
+    new, changes = KnowledgeGraph.reread(FOLLOWED + more, old)
+    assert (new.built_by, new.parsed_lines) == ("grown", 2)
+    assert new.entities["Ann"] is old.entities["Ann"] and list(new.entities) == ["Ann", "Bo", "Cy"]
+    assert changes.entities == {"Cy"}
+    assert [(s.line_number, s.reason[:14]) for s in new.skipped_lines()] == [(5, "not valid JSON")]
+    assert "Cy" not in old.entities  # the old graph is left as it was
+
+
+
+def test_a_write_recorded_by_another_writer_is_followed_from_its_new_bytes_alone():
+    from memory_server import delta
+
+    writer, reader = KnowledgeGraph.parse(FOLLOWED), KnowledgeGraph.parse(FOLLOWED)
+    writer.add_observations([("Ann", ["swims"])])
+    plan = writer.plan()
+    new = _apply(plan, FOLLOWED.encode())
+    segments = delta.of_plan(plan)
+    chunks = [new[a:b] for a, b in delta.new_ranges(segments)]
+    assert chunks == [b'{"type":"entity","name":"Ann","entityType":"person","observations":["likes hiking","swims"]}\n']
+    graph, changes = reader.patched(segments, chunks)
+    assert graph.parsed_lines == 1 and changes.entities == {"Ann"}
+    assert graph.entities["Bo"] is reader.entities["Bo"] and graph.entities["Ann"] is not reader.entities["Ann"]
+    assert list(graph.entities) == ["Ann", "Bo"] and graph.entities["Ann"].observations == ["likes hiking", "swims"]
+    assert reader.entities["Ann"].observations == ["likes hiking"]  # the graph it came from is left as it was
+
+def _apply(plan, old: bytes) -> bytes:
+    return b"".join(old[step[0] : step[1]] if isinstance(step, tuple) else step for step in plan)
+
+
+def _same_graph(graph: KnowledgeGraph, expected: KnowledgeGraph) -> None:
+    assert [e.to_dict() for e in graph.entity_list()] == [e.to_dict() for e in expected.entity_list()]
+    assert list(graph.relations) == list(expected.relations)
+    assert [(s.line_number, s.reason) for s in graph.skipped_lines()] == [
+        (s.line_number, s.reason) for s in expected.skipped_lines()
+    ]
+
+
+NAMES = ["a", "b", "c", "d", "e", "f"]
+graph_lines = st.one_of(
+    st.builds(
+        lambda n, o: json.dumps({"type": "entity", "name": n, "entityType": "t", "observations": o}),
+        st.sampled_from(NAMES),
+        st.lists(st.sampled_from(["x", "y", "z"]), max_size=3),
+    ),
+    st.builds(
+        lambda a, b: json.dumps({"type": "relation", "from": a, "to": b, "relationType": "r"}),
+        st.sampled_from(NAMES),
+        st.sampled_from(NAMES),
+    ),
+    st.sampled_from(["not json", "", '{"type":"other"}']),
+)
+edits = st.lists(
+    st.tuples(
+        st.sampled_from(["create", "observe", "forget", "unobserve", "relate", "unrelate"]),
+        st.sampled_from(NAMES + ["g"]),
+        st.sampled_from(NAMES),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _edit(graph: KnowledgeGraph, kind: str, name: str, other: str) -> None:
+    if kind == "create":
+        graph.create_entities([Entity(name, "t", ["new"])])
+    elif kind == "observe" and name in graph.entities:
+        graph.add_observations([(name, [f"seen {len(graph.records)}"])])
+    elif kind == "forget":
+        graph.delete_entities([name])
+    elif kind == "unobserve":
+        graph.delete_observations([(name, ["x", "y"])])
+    elif kind == "relate" and name in graph.entities and other in graph.entities:
+        graph.create_relations([Relation(name, other, "q")])
+    elif kind == "unrelate":
+        graph.delete_relations([(name, other, "r")])
+
+
+@given(st.lists(graph_lines, max_size=10), st.booleans(), edits, edits)
+def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, first, second):
+    """Whatever another writer did (its plan, recorded as segments), following it, or reading the file again
+    with the old graph at hand, gives the graph a fresh parse gives; the records of unchanged lines are the same
+    objects; what changed is named; and a write on top of the followed graph writes the right file."""
+    from memory_server import delta
+
+    old = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
+    writer = KnowledgeGraph.parse(old)
+    for step in first:
+        _edit(writer, *step)
+    plan = writer.plan()
+    new = _apply(plan, old)
+    writer.written()
+    fresh = KnowledgeGraph.parse(new)
+    _same_graph(writer, fresh)
+    before = KnowledgeGraph.parse(old)
+    segments = delta.of_plan(plan)
+    followed = before.patched(segments, [new[a:b] for a, b in delta.new_ranges(segments)])
+    for graph, changes in [followed] if followed else []:
+        _same_graph(graph, fresh)
+        assert graph.parsed_lines <= sum(1 for step in plan if isinstance(step, bytes)) + new.count(b"\n")
+        for step in second:
+            _edit(graph, *step)
+        later = graph.plan()
+        graph.written()
+        _same_graph(graph, KnowledgeGraph.parse(_apply(later, new)))
+    before = KnowledgeGraph.parse(old)
+    again, changes = KnowledgeGraph.reread(new, before)
+    _same_graph(again, fresh)
+    for name, entity in again.entities.items():
+        if before.entities.get(name) is entity:
+            assert entity.to_dict() == fresh.entities[name].to_dict()
+    differ = {
+        n for n in before.entities.keys() | fresh.entities.keys()
+        if getattr(before.entities.get(n), "to_dict", dict)() != getattr(fresh.entities.get(n), "to_dict", dict)()
+    }
+    assert differ <= changes.entities

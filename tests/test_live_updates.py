@@ -78,3 +78,56 @@ async def test_a_change_by_another_process_reaches_the_subscriber_and_the_next_r
         updates.uris.clear()
         await updates.wait("memory://knowledge-graph")
         assert (await graph_resource(watcher))["entities"][0]["observations"] == ["chases the cat"]
+
+
+async def test_an_idle_server_reads_nothing_when_another_process_writes_and_then_only_what_changed(tmp_path):
+    """Issue 14: another process's writes cost an idle server a `stat` each (its subscribers are still told at
+    once); its next call reads only the lines those writes changed."""
+    memory = tmp_path / "shared.jsonl"
+    lines = [{"type": "entity", "name": f"e{i}", "entityType": "t", "observations": ["x"]} for i in range(300)]
+    memory.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    log = tmp_path / "idle-server.log"
+    updates = Updates()
+    idle_env = server_env(MEMORY_FILE_PATH=memory, MEMORY_LOG_LEVEL="debug")
+    with log.open("w") as errlog:
+        async with (
+            connect(idle_env, errlog=errlog, message_handler=updates) as idle,
+            connect(server_env(MEMORY_FILE_PATH=memory)) as writer,
+        ):
+            assert (await ok(idle, "open_nodes", names=["e1"]))["entities"][0]["observations"] == ["x"]
+            await idle.subscribe_resource("memory://knowledge-graph")
+            await anyio.sleep(0.5)  # the folder is watched
+            loads = log.read_text().count("lines parsed")
+            for i in range(5):
+                addition = {"entityName": f"e{i * 50}", "contents": [f"new {i}"]}
+                await ok(writer, "add_observations", observations=[addition])
+                await updates.wait("memory://knowledge-graph")
+                updates.uris.clear()
+            await anyio.sleep(0.5)
+            assert log.read_text().count("lines parsed") == loads  # told, but nothing read
+            found = await ok(idle, "open_nodes", names=[f"e{i * 50}" for i in range(5)])
+            assert [e["observations"] for e in found["entities"]] == [["x", f"new {i}"] for i in range(5)]
+    reads = [line for line in log.read_text().splitlines() if "lines parsed" in line][loads:]
+    assert len(reads) == 1 and "followed" in reads[0] and ", 5 lines parsed" in reads[0], reads
+
+
+async def test_a_change_behind_a_symlinked_memory_file_reaches_the_subscriber(tmp_path):
+    # A synced folder or a dotfile manager keeps the memory elsewhere: a save there changes nothing in the
+    # folder of the link, so the folder of the file it leads to is watched too.
+    synced = tmp_path / "Dropbox"
+    synced.mkdir()
+    target = synced / "memory.jsonl"
+    target.write_text(json.dumps({"type": "entity", "name": "Ann", "entityType": "person", "observations": []}) + "\n")
+    home = tmp_path / "dotfiles"  # not "home": server_env makes that one
+    home.mkdir()
+    (home / "memory.jsonl").symlink_to(target)
+    updates = Updates()
+    async with connect(server_env(MEMORY_FILE_PATH=home / "memory.jsonl"), message_handler=updates) as s:
+        assert [e["name"] for e in (await ok(s, "read_graph"))["entities"]] == ["Ann"]
+        await s.subscribe_resource("memory://knowledge-graph")
+        await anyio.sleep(0.5)  # let the watcher start watching both folders
+        with target.open("a") as synced_file:  # the sync client brings another machine's write
+            synced_file.write(json.dumps({"type": "entity", "name": "Bo", "entityType": "dog", "observations": []}))
+            synced_file.write("\n")
+        await updates.wait("memory://knowledge-graph")
+        assert [e["name"] for e in (await graph_resource(s))["entities"]] == ["Ann", "Bo"]

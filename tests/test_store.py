@@ -22,7 +22,7 @@ from memory_server.errors import (
 )
 from memory_server import files
 from memory_server.files import lock_path_for
-from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.graph import Changes, Entity, KnowledgeGraph, Relation
 from memory_server.store import GraphStore
 
 
@@ -508,3 +508,126 @@ def test_the_required_filelock_refuses_symlinked_lock_files():
 
 
 PYPROJECT = Path(__file__).parent.parent / "pyproject.toml"
+
+
+# ---- following the file at little cost (issue 14) ---------------------------------------------------------------
+
+OTHER_SERVER = """
+import sys
+from pathlib import Path
+from memory_server.graph import Entity
+from memory_server.store import GraphStore
+store, action = GraphStore(Path(sys.argv[1])), sys.argv[2]
+if action == "create":
+    store.mutate(lambda g: g.create_entities([Entity("from another process", "t", ["hello"])]))
+else:
+    store.mutate(lambda g: g.add_observations([("e1", ["added by another process"])]))
+"""
+
+
+def another_server(path: Path, action: str) -> None:
+    """One write by a server in another process (our code, so it records what it wrote)."""
+    command = [sys.executable, "-c", OTHER_SERVER, str(path), action]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def memory_of(tmp_path: Path, count: int = 200) -> tuple[GraphStore, Path]:
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    create(store, *[f"e{i}" for i in range(count)])
+    return store, path
+
+
+def test_an_append_by_another_server_process_is_read_as_its_new_bytes_alone(tmp_path):
+    store, path = memory_of(tmp_path)
+    size = path.stat().st_size
+    with store.reading() as graph:
+        kept = dict(graph.entities)
+    another_server(path, "create")
+    with store.reading() as graph:
+        assert list(graph.entities)[-1] == "from another process"
+        assert all(graph.entities[name] is entity for name, entity in kept.items())
+    assert store.last_load is not None
+    assert (store.last_load.how, store.last_load.bytes_read, store.last_load.lines_parsed) == (
+        "followed",
+        path.stat().st_size - size,
+        1,
+    )
+
+
+def test_an_append_by_another_program_parses_only_the_new_lines(tmp_path):
+    store, path = memory_of(tmp_path)
+    with path.open("ab") as file:  # not one of our servers: nothing recorded, no lock taken
+        file.write((OUTSIDE.format("appended by hand") + "\n").encode())
+    assert names(store)[-1] == "appended by hand"
+    assert (store.last_load.how, store.last_load.lines_parsed) == ("grown", 1)
+
+
+def test_a_rewrite_by_another_server_updates_only_the_entity_it_changed(tmp_path):
+    store, path = memory_of(tmp_path)
+    version = store.version
+    with store.reading() as graph:
+        kept = dict(graph.entities)
+    another_server(path, "observe")
+    with store.reading() as graph:
+        assert graph.entities["e1"].observations == ["about e1", "added by another process"]
+        assert graph.entities["e1"] is not kept["e1"]
+        assert all(graph.entities[n] is e for n, e in kept.items() if n != "e1")
+    assert (store.last_load.how, store.last_load.lines_parsed) == ("followed", 1)
+    assert store.changes_since(version).entities == {"e1"}
+    store.mutate(lambda g: g.add_observations([("e2", ["ours"])]))  # and our next write builds on it
+    graph = clean_graph(path)
+    assert graph.entities["e1"].observations[-1] == "added by another process"
+    assert graph.entities["e2"].observations == ["about e2", "ours"] and len(graph.entities) == 200
+
+
+def test_a_file_replaced_by_another_program_reuses_the_records_of_unchanged_lines(tmp_path):
+    store, path = memory_of(tmp_path)
+    with store.reading() as graph:
+        kept = dict(graph.entities)
+    save_by_rename(path, path.read_bytes().replace(b'"about e7"', b'"edited by hand"'))
+    with store.reading() as graph:
+        assert graph.entities["e7"].observations == ["edited by hand"]
+        assert sum(graph.entities[n] is e for n, e in kept.items()) == 199
+    assert (store.last_load.how, store.last_load.lines_parsed) == ("reread", 1)
+
+
+def test_changes_since_names_what_changed_and_admits_what_it_cannot_tell(tmp_path):
+    store, path = memory_of(tmp_path, 3)
+    start = store.version
+    assert store.changes_since(start) == Changes()
+    create(store, "new")
+    store.mutate(lambda g: g.delete_entities(["e0"]))
+    store.mutate(lambda g: g.create_relations([Relation("e1", "e2", "knows")]))
+    changes = store.changes_since(start)
+    assert changes.entities == {"new", "e0"} and changes.relations == {("e1", "e2", "knows")}
+    path.write_text(path.read_text().replace("about e2", "changed"))
+    names(store)
+    assert store.changes_since(start).entities == {"new", "e0", "e2"}
+    store.release()
+    names(store)
+    assert store.changes_since(start) is None  # read again from scratch: every record is a new object
+
+
+def test_a_released_store_reads_its_file_again_correctly(tmp_path):
+    store, path = memory_of(tmp_path, 5)
+    assert store.resident_bytes == path.stat().st_size
+    assert store.release() and store.resident_bytes == 0 and not store.release()
+    another_server(path, "observe")  # changes while nothing is held
+    save_by_rename(path, path.read_bytes() + (OUTSIDE.format("by rename") + "\n").encode())
+    assert names(store) == ["e0", "e1", "e2", "e3", "e4", "by rename"]
+    assert store.last_load.how == "parsed"
+    store.mutate(lambda g: g.add_observations([("e3", ["after the release"])]))
+    store.release()
+    graph = clean_graph(path)
+    assert graph.entities["e1"].observations == ["about e1", "added by another process"]
+    assert graph.entities["e3"].observations == ["about e3", "after the release"]
+    assert list(graph.entities) == names(store)
+
+
+def test_a_store_in_use_is_not_released(tmp_path):
+    store, _ = memory_of(tmp_path, 2)
+    with store.reading():
+        assert _in_other_thread(store.release) is False
+    assert store.release()
