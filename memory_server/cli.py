@@ -64,7 +64,7 @@ def _serve(options: argparse.Namespace) -> None:
     if options.memory_path is None:
         _migrate_legacy_file(_standard_memory_path())
     contexts = open_contexts(options)
-    for problem in contexts.registry.problems():
+    for problem in contexts.registry.problems(brief=True):  # the first few and a count: a log a person can read
         logger.warning(problem)
     if options.default_context and options.default_context.lower() != contexts.active_name.lower():
         logger.warning("No context is named %r; starting in %r.", options.default_context, contexts.active_name)

@@ -90,6 +90,7 @@ async def test_a_registry_entry_with_a_nul_is_ignored_with_its_line_and_the_serv
 
 FSIZE_LIMITED = (
     "import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
+    "sys.dont_write_bytecode = True; "  # a .pyc cut at the limit would be left in the tree
     "from memory_server.cli import cli; cli(*sys.argv[1:])"
 )
 

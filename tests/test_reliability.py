@@ -351,6 +351,7 @@ def test_a_writer_killed_at_random_moments_loses_no_acknowledged_write(tmp_path,
 FULL_DISK_SERVER = (
     "import resource, sys; limit = int(sys.argv[1]); "
     "resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+    "sys.dont_write_bytecode = True; "  # a .pyc cut at the limit would be left in the tree
     "from memory_server.cli import cli; cli(*sys.argv[2:])"
 )
 

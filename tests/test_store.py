@@ -176,6 +176,7 @@ def test_a_full_disk_leaves_the_previous_file_byte_for_byte(tmp_path):
         from memory_server.store import GraphStore
         from memory_server.errors import MemoryFileError
         resource.setrlimit(resource.RLIMIT_FSIZE, ({len(before) + 100}, resource.RLIM_INFINITY))
+        sys.dont_write_bytecode = True  # a .pyc cut at the limit would be left in the tree
         store = GraphStore(Path({str(path)!r}))
         for change in (
             lambda g: g.add_observations([("entity 1", ["x" * 5000])]),
