@@ -8,6 +8,7 @@ time a question needs it, and kept with that index.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,8 +33,22 @@ USER_LEAD = 1.5  # how far ahead of the next person the user's entity must be
 RARE_TYPE = 0.05  # an entity's type says what it is to the user ("pet") when at most this share of entities have it
 ROLE_MATCH = 0.55  # cosine a word of the question needs with a role ("boss" and "manager" 0.58)
 ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this of the best fitting one
-# "Name: Tomasz Wójcik", "goes by Tom", "name is Sam": how a memory about "default_user" says who that is.
-_ALIAS = re.compile(r"\b(?:name(?: is|:)|goes by|called|known as)\s+([A-Z][\w'-]+)", re.IGNORECASE)
+# "Name: Tomasz Wójcik", "Full name Aoife Gallagher", "goes by Tom", "name is Sam": how a memory about
+# "default_user" says who that is (the words are matched in any case, the name must be capitalised).
+_ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
+# Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
+IDENTITY_RELATIONS = frozenset({"is", "same as", "is same as", "also known as", "aka", "alias of", "identical to"})
+# What the other end of a relation is to the user when the relation is said from the user's side: the user is
+# "child of" Brid, so Brid is the user's parent; the user "reports to" Deirdre, so Deirdre is the user's manager.
+# A question names the other's role ("my mum", "my boss"), the memory often the user's.
+CONVERSE = {
+    "child": "parent", "son": "parent", "daughter": "parent", "parent": "child", "mother": "child",
+    "father": "child", "grandchild": "grandparent", "grandparent": "grandchild", "patient": "doctor",
+    "student": "teacher", "pupil": "teacher", "teacher": "student", "employee": "employer", "client": "provider",
+    "mentee": "mentor", "mentor": "mentee", "tenant": "landlord", "landlord": "tenant",
+    "reports to": "manager", "managed by": "manager", "works for": "employer", "mentored by": "mentor",
+}  # fmt: skip
+_WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
 
 
 @dataclass(frozen=True)
@@ -42,8 +57,10 @@ class User:
 
     number: int
     names: tuple[str, ...]  # lower-case first names and aliases ("hannah"), without generic ones ("default_user")
-    own: np.ndarray  # the documents of the user's own observations
-    roles: dict[int, frozenset[str]]  # entity number -> words saying what it is to the user
+    own: np.ndarray  # the documents of the user's own observations, in every entity that is the user
+    roles: dict[int, frozenset[str]]  # entity number -> words saying what it is to the user ("my mother")
+    said: dict[int, frozenset[str]]  # the same, with relation types as the memory says them ("child of": the user
+    # is the child), which a question without "my ..." is read against ("who do I report to")
 
 
 def user_of(index: GraphIndex) -> User | None:
@@ -52,8 +69,24 @@ def user_of(index: GraphIndex) -> User | None:
     if number is None:
         return None
     entity = index.entities[number]
-    names = _names(entity)
-    return User(number, names, np.flatnonzero(index.owner == number), _roles(index, number, names))
+    names, full = _names(entity)
+    selves = _selves(index, number, full)
+    names = tuple(dict.fromkeys([*names, *(n for s in selves for n in _names(index.entities[s])[0])]))
+    own = np.flatnonzero(np.isin(index.owner, selves))
+    return User(number, names, own, _roles(index, selves, names, True), _roles(index, selves, names, False))
+
+
+def _selves(index: GraphIndex, number: int, full_names: Iterable[str]) -> list[int]:
+    """The entities that are the user: theirs, the ones named with the full name its observations give ("Full name
+    Aoife Gallagher": the work memory's "Aoife Gallagher"), and those an identity relation ties to it ("is", "same
+    as")."""
+    wanted = {name.lower() for name in full_names if " " in name}
+    me = index.entities[number].name
+    for source, kind, target in index.links:
+        if _relation_words(kind) in IDENTITY_RELATIONS and me in (source, target):
+            wanted.add((target if source == me else source).lower())
+    others = [n for n, e in enumerate(index.entities) if n != number and e.name.strip().lower() in wanted]
+    return [number, *others]
 
 
 def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> int | None:
@@ -94,14 +127,23 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     ("Hannah's manager since 2023"): they say what the entity is to the user."""
     none = np.zeros(0, dtype=np.int64)
     asked = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS and len(w) > 2 and embedder.knows(w)]
-    if not asked or not user.roles:
+    owned = [w for w in possessed(query) if w in asked]
+    by_role = user.roles if owned else user.said
+    if not asked or not by_role:
         return none, none
-    roles = sorted({role for found in user.roles.values() for role in found})
+    roles = sorted({role for found in by_role.values() for role in found})
     fit = embedder.encode(asked) @ embedder.encode(roles).T  # word x role
     column = {role: n for n, role in enumerate(roles)}
-    fits = {number: fit[:, [column[r] for r in found]].max(axis=1) for number, found in user.roles.items()}
-    bar = max(ROLE_MATCH, max(float(f.max()) for f in fits.values()) - ROLE_MARGIN)
-    chosen = [number for number, f in fits.items() if f.max() >= bar]
+    fits = {number: fit[:, [column[r] for r in found]].max(axis=1) for number, found in by_role.items()}
+    # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
+    # in a question without one, by any of its words ("who do I report to").
+    choosing = list(range(len(asked)))
+    for word in owned:
+        if max(float(f[asked.index(word)]) for f in fits.values()) >= ROLE_MATCH:
+            choosing = [asked.index(word)]
+            break
+    bar = max(ROLE_MATCH, max(float(f[choosing].max()) for f in fits.values()) - ROLE_MARGIN)
+    chosen = [number for number, f in fits.items() if f[choosing].max() >= bar]
     if not chosen:
         return none, none
     found = np.isin(index.owner, chosen)
@@ -118,31 +160,79 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     return np.flatnonzero(found), identity
 
 
+def possessed(query: str) -> list[str]:
+    """The words a question says are the user's: up to two words after "my" or "our", to the next stop word or
+    possessive ("where does my mother live": mother, live; "who is my son's teacher": son). The first of them that
+    fits a role names the entity asked about; the question's other words say what is asked of it."""
+    said = words(query)
+    found: list[str] = []
+    for n, word in enumerate(said):
+        if word in ("my", "our"):
+            following = list(itertools.takewhile(lambda w: w not in STOPWORDS, said[n + 1 : n + 3]))
+            found += following
+    return found
+
+
 def _names_any(observation: str | None, names: tuple[str, ...]) -> bool:
     said = (observation or "").lower()
     return any(name in said for name in names)
 
 
-def _names(entity: Entity) -> tuple[str, ...]:
+def _names(entity: Entity) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The first names the user goes by: the first word of the entity's name (unless it is a generic one such as
-    "default_user"), and those its observations give ("Name: Tomasz Wójcik, goes by Tom")."""
+    "default_user"), and those its observations give ("Name: Tomasz Wójcik, goes by Tom"); and the full names
+    those give ("Tomasz Wójcik")."""
     names = [] if entity.name.strip().lower() in USER_NAMES else [_first(entity.name)]
+    full = []
     for observation in entity.observations:
-        names += [match.group(1).lower() for match in _ALIAS.finditer(observation)]
-    return tuple(n for n in dict.fromkeys(names) if len(n) > 2 and n not in FIRST_PERSON)
+        for match in _ALIAS.finditer(observation):
+            names.append(_first(match.group(1)))
+            full.append(match.group(1))
+    return tuple(n for n in dict.fromkeys(names) if len(n) > 2 and n not in FIRST_PERSON), tuple(full)
 
 
-def _roles(index: GraphIndex, user: int, names: tuple[str, ...]) -> dict[int, frozenset[str]]:
-    """What each entity is to the user, in words: the types of their relations ("married to", "reports to"), the
-    entity's own type when few entities share it ("pet"), and what the memory calls it after one of the user's
-    names ("Hannah's manager", "Hannah and Pieter's daughter", "godchild of Hannah")."""
+def _names_the_user(kind: str) -> bool:
+    """Whether a relation type from the user to another names what the user is ("child of", "patient of"): it
+    then says nothing of the other a question without "my ..." could ask ("where was I born" is not about the
+    user's parents)."""
+    parts = _relation_words(kind).split()
+    return len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE
+
+
+def _relation_words(kind: str) -> str:
+    """A relation type as words: "works_at", "worksAt" and "works at" are all "works at"."""
+    return " ".join(_WORD_BREAK.sub(" ", kind).lower().split())
+
+
+def _role_of_other(kind: str, user_is_source: bool) -> str:
+    """What a relation says the other end is to the user: "married to" both ways, and for "X of" the converse of X
+    when the user is the X (the user "child of" Brid: Brid is the user's "parent")."""
+    said = _relation_words(kind)
+    parts = said.split()
+    if not user_is_source:
+        return said
+    if said in CONVERSE:
+        return CONVERSE[said]
+    if len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
+        return CONVERSE[parts[-2]]
+    return said
+
+
+def _roles(
+    index: GraphIndex, selves: Sequence[int], names: tuple[str, ...], converse: bool
+) -> dict[int, frozenset[str]]:
+    """What each entity is to the user (whose entities are `selves`), in words: the types of their relations
+    ("married to", "reports to"; with `converse`, the user "child of" X makes X the user's "parent"), the entity's
+    own type when few entities share it ("pet"), and what the memory calls it after one of the user's names
+    ("Hannah's manager", "Hannah and Pieter's daughter", "godchild of Hannah")."""
     numbers = {e.name: n for n, e in enumerate(index.entities)}
-    me = index.entities[user].name
+    me = {index.entities[n].name for n in selves}
     roles: dict[int, set[str]] = {}
     for source, kind, target in index.links:
-        other = target if source == me else source if target == me else None
-        if other is not None and other in numbers and other != me:
-            roles.setdefault(numbers[other], set()).add(kind.strip().lower())
+        other = target if source in me else source if target in me else None
+        if other is not None and other in numbers and other not in me:
+            if converse or source not in me or not _names_the_user(kind):
+                roles.setdefault(numbers[other], set()).add(_role_of_other(kind, converse and source in me))
     types: dict[str, int] = {}
     for entity in index.entities:
         types[entity.entity_type.strip().lower()] = types.get(entity.entity_type.strip().lower(), 0) + 1
@@ -154,7 +244,7 @@ def _roles(index: GraphIndex, user: int, names: tuple[str, ...]) -> dict[int, fr
         pattern = re.compile(rf"\b{re.escape(name)}(?: and \w+)?'s ((?:\w+ )?\w+)|\b(\w+) of {re.escape(name)}\b")
         for document in index.documents_saying(name):
             owner = int(index.owner[document])
-            if owner == user:
+            if owner in selves:
                 continue
             for match in pattern.finditer(index.observations[document].lower()):
                 said = [w for w in words(match.group(1) or match.group(2)) if w not in STOPWORDS and len(w) > 2]

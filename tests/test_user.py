@@ -8,7 +8,7 @@ from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex, Searcher, Target
 from memory_server.store import GraphStore
-from memory_server.user import find_user
+from memory_server.user import find_user, possessed
 
 PRIYA = [
     Entity(
@@ -145,3 +145,64 @@ def test_names_and_roles_of_the_user():
     assert user is not None and user.names == ("tomasz", "tom")
     roles = {GraphIndex(graph).entities[n].name: set(r) for n, r in user.roles.items()}
     assert roles == {"Ada": {"sister"}, "Mia": {"godchild"}, "Rex": {"owns", "pet"}, "Sam": {"knows"}}
+
+
+# The official prompt's style: the user is "default_user", notes are terse, family and work held in relations, and
+# the work memory knows the user by the full name.
+TERSE = [
+    Entity("default_user", "person", ["Full name Aoife Gallagher", "Drumcondra, Dublin 9 since 2020", "Pescatarian"]),
+    Entity("Aoife Gallagher", "person", ["Senior backend engineer, Tallyo", "Office Tue-Thu, WFH Mon/Fri"]),
+    Entity("Brid Gallagher", "person", ["Retired primary teacher", "Strandhill Rd, Sligo", "Turns 68 on 9 Jan"]),
+    Entity("Oisin Brennan", "person", ["2nd class, Scoil Mhuire", "b. 12 Feb 2017", "Pokemon cards obsessed"]),
+    Entity("Deirdre Walsh", "person", ["Eng manager, Payments", "Likes written RFCs, not decks"]),
+]
+TERSE_RELATIONS = [
+    Relation("default_user", "Brid Gallagher", "child_of"),
+    Relation("default_user", "Oisin Brennan", "parent_of"),
+    Relation("Aoife Gallagher", "Deirdre Walsh", "reports_to"),
+]
+
+
+def test_the_user_is_every_entity_the_memory_names_as_them():
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in TERSE)
+    graph.create_relations(TERSE_RELATIONS)
+    index = GraphIndex(graph)
+    user = index.user
+    assert index.entities[user.number].name == "default_user" and user.names == ("aoife",)
+    assert {index.observations[d] for d in user.own} >= {"Pescatarian", "Senior backend engineer, Tallyo"}
+    roles = {index.entities[n].name: set(r) for n, r in user.roles.items()}
+    # Read from the user's side, "child_of" makes Brid the user's parent; "reports_to", Deirdre the manager.
+    assert roles == {"Brid Gallagher": {"parent"}, "Oisin Brennan": {"child"}, "Deirdre Walsh": {"manager"}}
+    said = {index.entities[n].name: set(r) for n, r in user.said.items()}
+    assert said == {"Deirdre Walsh": {"reports to"}}  # "child of", "parent of" say what the user is
+
+
+def test_an_identity_relation_makes_two_entities_one_user():
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [Entity("default_user", "person", ["Lives in Hull"]), Entity("T. Nowak", "person", ["Plumber"])]
+    )
+    graph.create_relations([Relation("default_user", "T. Nowak", "same_as")])
+    index = GraphIndex(graph)
+    assert {index.observations[d] for d in index.user.own} - {None} == {"Lives in Hull", "Plumber"}
+
+
+def test_possessed_words_name_the_entity_asked_about():
+    assert possessed("where does my mother live") == ["mother", "live"]  # the first that names a role chooses
+    assert possessed("who is my son's teacher") == ["son"]
+    assert possessed("where does my best friend live") == ["best", "friend"]
+    assert possessed("where do I live") == []
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("who is my boss", ("Deirdre Walsh", "Eng manager, Payments")),  # through the work entity's relation
+        ("how old is my son", ("Oisin Brennan", "b. 12 Feb 2017")),  # parent_of, and a date for "how old"
+        ("when was my son born", ("Oisin Brennan", "b. 12 Feb 2017")),
+    ],
+)
+def test_terse_notes_answer_first_person_questions(tmp_path, bundled, question, answer):
+    found = search(tmp_path, bundled, [*TERSE, *distractors()], TERSE_RELATIONS, question)
+    assert answer in found[:3], found

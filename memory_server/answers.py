@@ -1,0 +1,66 @@
+"""The shape of the answer a question asks for, read from its question words, and whether a note has that shape.
+
+Terse notes rarely share a word with the question they answer: "how old am I" is answered by "b. 3 Aug 1990",
+"when is choir" by "Wed 7:30pm", "what's the plumber's number" by "087 445 2210". What they share is the shape
+of the answer: a wh-word asks for a date, a time, a place or a number, and a note either holds one or not. Only
+the shape is read here; which notes are weighed by it is the ranker's business (memory_server.search).
+
+Month and weekday names come from the standard library's `calendar` (English names and abbreviations), so
+"3 Aug", "Tue 5pm" and "since 2019" are dates without a hand-kept list; they count capitalised only ("May 2026",
+not "I may go").
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from enum import Enum
+
+from memory_server.lexical import words
+
+
+class Shape(Enum):
+    DATE = "date"  # a day, month, year, weekday or time of day
+    TIME = "time"  # a time of day or a weekday
+    PLACE = "place"  # a proper name: "Strandhill Rd, Sligo", "Melbourne since 2019" is not one (first word)
+    NUMBER = "number"  # any figure: an amount, a phone number, a plate
+
+
+# Question words and what they ask for, first match wins ("what time" before "what"); multi-word cues are phrases.
+_ASKS = (
+    (("how old", "birthday", "born", "what year", "what date", "how long ago"), Shape.DATE),
+    (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
+    (("when",), Shape.DATE),
+    (("where",), Shape.PLACE),
+    (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
+)
+
+_MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
+_DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if name} | {"tues", "thur", "thurs"}
+_CLOCK = re.compile(r"\b\d{1,2}(?::\d{2}\s*(?:am|pm)?|\s*(?:am|pm))\b|\b\d{1,2}h\d{0,2}\b", re.IGNORECASE)
+_YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_DIGIT = re.compile(r"\d")
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
+
+
+def asked_shape(question: str) -> Shape | None:
+    """The shape of answer a question asks for, from its question words; None when it does not say."""
+    text = " " + " ".join(words(question)) + " "
+    for cues, shape in _ASKS:
+        if any(f" {cue} " in text for cue in cues):
+            return shape
+    return None
+
+
+def has_shape(note: str, shape: Shape) -> bool:
+    """Whether a note holds an answer of `shape`."""
+    if shape is Shape.NUMBER:
+        return bool(_DIGIT.search(note))
+    if shape is Shape.PLACE:
+        return bool(_NAME.search(note.strip()))
+    said = {word.lower() for word in _CAPITALISED.findall(note)}
+    when_in_week = bool(_CLOCK.search(note)) or not said.isdisjoint(_DAYS)
+    if shape is Shape.TIME:
+        return when_in_week
+    return when_in_week or bool(_YEAR.search(note)) or not said.isdisjoint(_MONTHS)

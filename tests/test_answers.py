@@ -1,0 +1,35 @@
+"""The shape of answer a question asks for, and notes that hold one."""
+
+import pytest
+
+from memory_server.answers import Shape, asked_shape, has_shape
+
+
+@pytest.mark.parametrize(
+    ("question", "shape"),
+    [
+        ("how old am I", Shape.DATE),
+        ("when's my birthday", Shape.DATE),
+        ("When is choir?", Shape.DATE),
+        ("what time does school finish", Shape.TIME),
+        ("which day are the bins collected", Shape.TIME),
+        ("where does my mother live", Shape.PLACE),
+        ("how much does childcare cost", Shape.NUMBER),
+        ("what's the plumber's number", Shape.NUMBER),
+        ("who is my boss", None),
+        ("what does my husband do", None),
+    ],
+)
+def test_question_words_say_the_shape_of_the_answer(question, shape):
+    assert asked_shape(question) is shape
+
+
+def test_notes_hold_dates_times_places_and_numbers():
+    assert has_shape("b. 3 Aug 1990, Sligo", Shape.DATE) and has_shape("since 2019", Shape.DATE)
+    assert has_shape("Wed 7:30pm, St Peter's", Shape.TIME) and has_shape("Standup 9:45", Shape.TIME)
+    assert not has_shape("b. 3 Aug 1990", Shape.TIME)
+    assert has_shape("Strandhill Rd, Sligo", Shape.PLACE) and has_shape("Midwife, Rotunda Hospital", Shape.PLACE)
+    assert has_shape("087 445 2210", Shape.NUMBER) and has_shape("€1,050/month", Shape.NUMBER)
+    # Names of months and days count capitalised only: a verb or a noun is not a date.
+    assert not has_shape("I may go out in the sun", Shape.DATE)
+    assert not any(has_shape("Hates coriander", shape) for shape in Shape)
