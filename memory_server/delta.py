@@ -97,7 +97,22 @@ def find(lock_path: Path, base: Stamp, current: Stamp) -> list[Segment] | None:
     known = _read(lock_path)
     if known is None or known[0] != current:
         return None
-    return next((steps for start, steps in known[1] if start == base), None)
+    steps = next((steps for start, steps in known[1] if start == base), None)
+    return steps if steps is not None and _fits(steps, base, current) else None
+
+
+def _fits(steps: list[Segment], base: Stamp, current: Stamp) -> bool:
+    """Whether the segments could take a file of `base`'s size to one of `current`'s: a record that does not
+    add up (written for another state, or by a writer that raced an outside program) is not trusted."""
+    total = 0
+    for step in steps:
+        if isinstance(step, int):
+            total += step
+        elif 0 <= step[0] <= step[1] <= base.size:
+            total += step[1] - step[0]
+        else:
+            return False
+    return total == current.size
 
 
 def _read(lock_path: Path) -> tuple[Stamp, list[tuple[Stamp, list[Segment]]]] | None:

@@ -290,7 +290,8 @@ def write_atomically(
         else:
             write_all(fd, data)
         os.fsync(fd)
-        _install(temp, path, expected, os.fstat(fd).st_ino)
+        written = os.fstat(fd)
+        _install(temp, path, expected, written.st_ino)
         stamp = Stamp.of(os.fstat(fd))  # after the rename, which moved the change time
     except BaseException:
         with contextlib.suppress(OSError):
@@ -300,6 +301,8 @@ def write_atomically(
     finally:
         os.close(fd)
     _fsync_directory(path.parent)
+    if expected is not ANYTHING and stamp.size != written.st_size:
+        raise FileChangedError(landed=True)  # another program wrote to it the moment it was in place: read again
     return stamp
 
 
@@ -368,7 +371,8 @@ def append_checked(path: Path, payload: bytes, expected: Stamp) -> Stamp:
                 os.ftruncate(fd, before.st_size)  # leave the file exactly as it was
             raise
         after = os.fstat(fd)
-        if os.pread(fd, len(payload), before.st_size) != payload or not _same_file(after, path):
+        grown = after.st_size == before.st_size + len(payload)  # else someone appended too: our stamp would hide it
+        if not grown or os.pread(fd, len(payload), before.st_size) != payload or not _same_file(after, path):
             raise FileChangedError(landed=True)
         return Stamp.of(after)
     finally:

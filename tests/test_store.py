@@ -1,3 +1,4 @@
+import json
 import multiprocessing
 import os
 import re
@@ -581,6 +582,52 @@ def test_a_rewrite_by_another_server_updates_only_the_entity_it_changed(tmp_path
     graph = clean_graph(path)
     assert graph.entities["e1"].observations[-1] == "added by another process"
     assert graph.entities["e2"].observations == ["about e2", "ours"] and len(graph.entities) == 200
+
+
+@pytest.mark.parametrize("our_write", ["append", "rewrite"])
+def test_an_outside_append_the_instant_our_write_lands_is_never_hidden_nor_lost(tmp_path, monkeypatch, our_write):
+    """Between our write and the stamp taken of it, another program appends a line: the stamp must not pass that
+    line off as ours, for this store, for another server following our record, or for our next write."""
+    store, path = memory_of(tmp_path, count=3)
+    other = GraphStore(path)
+    names(other)
+
+    def outside_append() -> None:
+        with path.open("ab") as file:
+            file.write((OUTSIDE.format("outside") + "\n").encode())
+
+    if our_write == "append":  # append_checked: write, fsync, [the outside append], fstat
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            real_fsync(fd)
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                outside_append()
+
+        monkeypatch.setattr(files.os, "fsync", fsync)
+        create(store, "ours")
+    else:  # write_atomically: rename, [the outside append], fstat
+        real_install = files._install
+        monkeypatch.setattr(files, "_install", lambda *a: (real_install(*a), outside_append()))
+        store.mutate(lambda g: g.add_observations([("e1", ["ours"])]))
+    monkeypatch.undo()
+    assert "outside" in names(store) and "outside" in names(other)
+    create(store, "later")
+    assert "outside" in clean_graph(path).entities
+
+
+def test_a_change_record_that_does_not_add_up_to_the_file_is_not_trusted(tmp_path):
+    store, path = memory_of(tmp_path, count=3)
+    before = store.version
+    with store.reading():
+        base = store._stamp
+    with path.open("ab") as file:
+        file.write((OUTSIDE.format("outside") + "\n").encode())
+    now = files.Stamp.of(os.stat(path))
+    record = {"to": list(now), "from": [[list(base), [[0, base.size]]]]}  # says nothing was added: wrong
+    os.setxattr(lock_path_for(path), "user.memory-contexts.changes", json.dumps(record).encode())
+    assert "outside" in names(store)
+    assert store.last_load.how != "followed" and store.version != before
 
 
 def test_a_file_replaced_by_another_program_reuses_the_records_of_unchanged_lines(tmp_path):
