@@ -49,6 +49,11 @@ class Stamp(NamedTuple):
         """True if `st` is this file with no write since (a rename moves the change time, not the content)."""
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) == self[:4]
 
+    def exactly(self, st: os.stat_result) -> bool:
+        """True if `st` is this very state, change time included: before we write, a program that rewrote the file
+        in place and then set its mtime back is still seen (its write moved the change time)."""
+        return Stamp.of(st) == self
+
 
 class FileChangedError(Exception):
     """Internal: the file changed between our read and our write; read it again and re-apply the change.
@@ -321,7 +326,7 @@ def _install(temp: Path, path: Path, expected: Stamp | None | object, ours: int)
     else:
         assert isinstance(expected, Stamp)
         try:  # most changes are seen here, before anything moves; the exchange catches the rest
-            if not expected.same_content(os.stat(path)):
+            if not expected.exactly(os.stat(path)):
                 raise FileChangedError()
             exchanged = _rename2(temp, path, _RENAME_EXCHANGE)
         except FileNotFoundError:
@@ -361,7 +366,7 @@ def append_checked(path: Path, payload: bytes, expected: Stamp) -> Stamp:
         raise
     try:
         before = os.fstat(fd)
-        if not (stat.S_ISREG(before.st_mode) and expected.same_content(before)):
+        if not (stat.S_ISREG(before.st_mode) and expected.exactly(before)):
             raise FileChangedError()
         try:
             write_all(fd, payload)

@@ -427,7 +427,7 @@ class GraphStore:
             return
         source = os.open(target.real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         try:
-            if self._stamp is None or not self._stamp.same_content(os.fstat(source)):
+            if self._stamp is None or not self._stamp.exactly(os.fstat(source)):
                 raise FileChangedError()
             for step in plan:
                 if isinstance(step, bytes):

@@ -616,6 +616,30 @@ def test_an_outside_append_the_instant_our_write_lands_is_never_hidden_nor_lost(
     assert "outside" in clean_graph(path).entities
 
 
+def test_an_in_place_rewrite_that_sets_the_mtime_back_before_our_write_is_seen(tmp_path):
+    """A program rewrites the file in place to the same size, moving a line boundary, and restores its mtime, just
+    after our read: our rewrite must not copy ranges of the old layout out of the new content (a torn line)."""
+    path = tmp_path / "m.jsonl"
+    store = GraphStore(path)
+    store.mutate(lambda g: g.create_entities([Entity("alpha", "t", ["one1"]), Entity("beta", "t", ["two"])]))
+    create(store, "delta")
+    other = path.read_bytes().replace(b'"one1"', b'"on"').replace(b'"two"', b'"two22"')
+    interfered: list[bool] = []
+
+    def change(graph: KnowledgeGraph):
+        if not interfered:
+            st = os.stat(path)
+            with path.open("r+b") as file:
+                file.write(other)
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+            interfered.append(True)
+        return graph.add_observations([("alpha", ["new"])])
+
+    store.mutate(change)
+    graph = clean_graph(path)  # no torn line
+    assert graph.entities["alpha"].observations == ["on", "new"] and graph.entities["beta"].observations == ["two22"]
+
+
 def test_a_change_record_that_does_not_add_up_to_the_file_is_not_trusted(tmp_path):
     store, path = memory_of(tmp_path, count=3)
     before = store.version
