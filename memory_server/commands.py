@@ -36,7 +36,7 @@ from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation, json_line
 from memory_server.output import StdoutError, silence, write_output, write_stdout
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNotFoundError, find_project
-from memory_server.search import Searcher, Target, every_target
+from memory_server.search import Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.vector_cache import caches_of
 from memory_server.view import render_page
@@ -142,18 +142,9 @@ def search_command(run: Run) -> int:
         if embedder is not None:
             embedder.on_progress = _ProgressBar(run.err, "Embedding the memory (once; kept in the vector cache)")
     if o.context == EVERY_CONTEXT:
-        searched, targets = [], []
-        resolved, unresolved = run.contexts.resolve_each()
-        for name, problem in unresolved:
-            run.warn(f"not searched: {name}: {everywhere.reason(problem)}")
-        for context in resolved:
-            target = every_target(run.contexts, context, o.project_boost)
-            problem = everywhere.unreadable(target)
-            if problem is None:
-                searched.append(context)
-                targets.append(target)
-            else:  # one broken file never hides the other memories
-                run.warn(f"not searched: {context.name}: {everywhere.reason(problem)}")
+        searched, targets, skipped = everywhere.searchable(run.contexts, None, o.project_boost)
+        for name, why in skipped:  # one broken file never hides the other memories
+            run.warn(f"not searched: {name}: {why}")
         header = f"{EVERY_CONTEXT} → {', '.join(r.name for r in searched) or 'no context'}"
     else:
         searched = [run.context()]
@@ -504,4 +495,3 @@ def _size(size: int) -> str:
             return f"{scaled:.1f} {unit}"
         scaled /= 1000
     return f"{scaled:.1f} GB"
-

@@ -37,19 +37,27 @@ class Everywhere:
     project_boost: float
 
 
-def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everywhere) -> tuple[dict[str, Any], str]:
-    resolved, unresolved = contexts.resolve_each(asked.project_dir)
+def searchable(
+    contexts: Contexts, project_dir: str | None, project_boost: float
+) -> tuple[list[ResolvedContext], list[Target], list[tuple[str, str]]]:
+    """The contexts that can be searched now with their targets, and those left out, each with its reason."""
+    resolved, unresolved = contexts.resolve_each(project_dir)
     searched: list[ResolvedContext] = []
     targets: list[Target] = []
-    skipped = [(name, reason(problem)) for name, problem in unresolved]
+    skipped = [(name, _reason(problem)) for name, problem in unresolved]
     for context in resolved:
-        target = every_target(contexts, context, asked.project_boost)
-        problem = unreadable(target)
+        target = every_target(contexts, context, project_boost)
+        problem = _unreadable(target)
         if problem is None:
             searched.append(context)
             targets.append(target)
         else:
-            skipped.append((context.name, reason(problem)))
+            skipped.append((context.name, _reason(problem)))
+    return searched, targets, skipped
+
+
+def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everywhere) -> tuple[dict[str, Any], str]:
+    searched, targets, skipped = searchable(contexts, asked.project_dir, asked.project_boost)
     warnings = present.bounded_warnings([*contexts.problems(), *_store_warnings(searched, targets)])
     lines = [_header(searched), *_skipped_lines(skipped), *(f"Warning: {w}" for w in warnings)]
     around = {
@@ -74,7 +82,7 @@ def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everyw
     return structured, "\n".join([*lines, body])
 
 
-def unreadable(target: Target) -> MemoryServerError | None:
+def _unreadable(target: Target) -> MemoryServerError | None:
     """Why this memory cannot be read now, if it cannot (reading it also loads it for the search)."""
     try:
         with target.store.reading():
@@ -83,7 +91,7 @@ def unreadable(target: Target) -> MemoryServerError | None:
         return problem
 
 
-def reason(problem: MemoryServerError) -> str:
+def _reason(problem: MemoryServerError) -> str:
     """An error's first sentence, short: the reason in a list of contexts left out."""
     text = problem.reason(brief=True) if isinstance(problem, ProjectNotFoundError) else str(problem)
     return shortened(text.split(". ")[0].rstrip("."), REASON_LIMIT)
