@@ -30,6 +30,7 @@ from pathlib import Path
 
 from memory_server import present
 from memory_server.embeddings import EmbedderSlot
+from memory_server.rerank import RerankerSlot
 from memory_server.graph import Entity, Relation
 from memory_server.search import Searcher, Target
 from memory_server.server import PROJECT_BOOST
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
+    parser.add_argument("--reranker", default=None, help="transformer folder, or 'none' (default: the installed one)")
+    parser.add_argument("--cold", action="store_true", help="do not wait for the re-ranker to read each memory whole")
     parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
     parser.add_argument("--rename", metavar="OLD=NEW", help="rename an entity, e.g. the user to default_user")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
@@ -198,8 +201,13 @@ def main(argv: list[str] | None = None) -> None:
     if options.rename:
         rename(memories, questions, *options.rename.split("="))
     slot = EmbedderSlot(options.model)
+    slot.reranker = RerankerSlot(options.reranker)
     searcher = Searcher(slot)
-    print(f"model: {slot.get()[0] and slot.get()[0].name}; persona: {options.persona}; mode: {options.mode}")
+    reader = slot.reranker.get()
+    print(
+        f"model: {slot.get()[0] and slot.get()[0].name}; re-ranker: {reader and reader.name} {slot.reranker.note or ''}; "
+        f"persona: {options.persona}; mode: {options.mode}"
+    )
     print(
         "| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty "
         "| characters per result |"
@@ -207,6 +215,10 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
         for setup, targets in setups(Path(scratch), memories, options.boost).items():
+            if reader is not None and not options.cold:  # the steady state: each memory read whole once
+                for target in targets:
+                    searcher.search([target], "warm up", options.mode, LIMIT, None)
+                    reader.wait(searcher.holds(target.store))
             if options.misses:
                 print(f"{setup}:")
             m = evaluate(searcher, targets, questions, options.mode, options.misses)

@@ -30,7 +30,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -53,6 +53,7 @@ else:
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
+    from memory_server.rerank import Reader
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,10 @@ ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documen
 # question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
 RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
+RERANK_POOL = 30  # candidates per memory the transformer reads again (rerank.py), when one is installed
+RERANK_WEIGHT = 0.8  # share of its cosine in the order it gives, the rest the static score
+COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out
+RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
 
 
@@ -87,6 +92,8 @@ class Hit:
     rank: float = 0.0  # sorts hits: the score, plus NAME_MATCH_RANK for a name containing the query (twice if equal)
     relevance: float = 1.0  # what the cut-off compares: how far the score (without any preference for the user or
     # the project) stands above the query's usual score in its memory
+    document: int = -1  # in its index
+    cosine: float = math.nan  # the transformer's, with the query, when it read the document (see rerank.py)
 
 
 class GraphIndex(DocumentIndex):
@@ -146,8 +153,20 @@ class GraphIndex(DocumentIndex):
             # (raw scores all sit near the static model's baseline cosine: a share of the best would keep them all).
             standing = NAME_MATCH_RANK if d in named else max((relevance[d] - usual) / (spread or 1.0), 0.0)
             score = float(order[d])
-            hits.append(Hit(self.entities[self.owner[d]], self.observations[d], min(score, 1.0), score, float(standing)))
+            hits.append(
+                Hit(self.entities[self.owner[d]], self.observations[d], min(score, 1.0), score, float(standing), int(d))
+            )
         return hits
+
+    def read_again(self, reader: Reader, store: GraphStore, query: str, hits: list[Hit]) -> list[Hit]:
+        """`hits` and the rest of the transformer's pool (rerank.py), each with its cosine for `query`."""
+        given = {h.document: h for h in hits}
+        pool, cosines = reader.cosines(self, store, query, list(given), is_first_person(query))
+        out = []
+        for d, cosine in zip(pool.tolist(), cosines.tolist()):
+            hit = given.get(d) or Hit(self.entities[self.owner[d]], self.observations[d], 0.0, 0.0, 0.0, d)
+            out.append(replace(hit, cosine=cosine))
+        return out
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
@@ -333,6 +352,37 @@ def ranked_entities(hits: Iterable[Hit]) -> list[Entity]:
     return list({id(h.entity): h.entity for h in hits}.values())
 
 
+def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
+    """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
+    cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
+    counts when the static cut-off kept it or its cosine reaches COSINE_ALONE; those under RERANK_FLOOR of the best
+    blend are left out. Name matches keep their place on top."""
+    named = [h for h in hits if h.hit.rank >= NAME_MATCH_RANK]
+    others = [h for h in hits if h.hit.rank < NAME_MATCH_RANK]
+    if not others:
+        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+    kept = {id(hit) for hit in relevant([labelled.hit for labelled in others])}
+    static = np.array([min(h.hit.rank, 1.0) for h in others])
+    cosines = np.array([h.hit.cosine for h in others])
+    read = ~np.isnan(cosines)
+    cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
+    blend = RERANK_WEIGHT * _stretched(cosines) + (1 - RERANK_WEIGHT) * _stretched(static)
+    counts = np.array([id(h.hit) in kept for h in others]) | (read & (cosines >= COSINE_ALONE))
+    if not counts.any():
+        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+    floor = RERANK_FLOOR * float(blend[counts].max())
+    chosen = [n for n in np.argsort(-blend, kind="stable") if counts[n] and blend[n] >= floor]
+    again = [
+        replace(others[n], hit=replace(others[n].hit, score=float(blend[n]), rank=float(blend[n]))) for n in chosen
+    ]
+    return sorted(named, key=lambda labelled: -labelled.hit.rank) + again
+
+
+def _stretched(values: np.ndarray) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.ones_like(values)
+
+
 def _top(scores: np.ndarray, limit: int | None) -> np.ndarray:
     if limit is None or limit >= len(scores):
         return np.argsort(-scores, kind="stable")
@@ -346,7 +396,7 @@ def _preferred(hit: Hit, preference: float) -> Hit:
     if not preference or hit.rank >= NAME_MATCH_RANK:
         return hit
     factor = 1 + preference
-    return Hit(hit.entity, hit.observation, min(hit.score * factor, 1.0), hit.rank * factor, hit.relevance)
+    return replace(hit, score=min(hit.score * factor, 1.0), rank=hit.rank * factor)
 
 
 def _nothing_found(memories: int, mode: Mode, min_score: float | None) -> str:
@@ -410,6 +460,9 @@ class Searcher:
         embedder, note = self.embeddings.get() if mode != "keyword" else (None, None)
         if mode == "semantic" and embedder is None:
             note = (f"{note}; " if note else "") + "semantic mode needs the embedding model, so keywords (BM25) ranked"
+        slot = self.embeddings.reranker
+        reader = slot.get() if slot is not None and embedder is not None else None
+        pool = limit if reader is None or limit is None else max(limit, RERANK_POOL)
         hits: list[LabelledHit] = []
         for target in targets:
             with target.store.reading() as graph:
@@ -418,13 +471,17 @@ class Searcher:
                         found = keywords.hits(query, limit)
                 else:
                     with self._using(GraphIndex, target.store, graph) as index:
-                        found = index.candidates(query, mode, embedder, limit)
+                        found = index.candidates(query, mode, embedder, pool)
+                        if reader is not None:
+                            found = index.read_again(reader, target.store, query, found)
                 touching: dict[str, tuple[Relation, ...]] = {}
                 for hit in found:
                     if hit.entity.name not in touching:
                         touching[hit.entity.name] = tuple(graph.relations_touching([hit.entity.name]))
                     hits.append(LabelledHit(_preferred(hit, target.boost), target.label, touching[hit.entity.name]))
-        if mode != "keyword":
+        if reader is not None:
+            hits = reordered(hits)
+        elif mode != "keyword":
             kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits])}
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if min_score is not None:
