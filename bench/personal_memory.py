@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
     parser.add_argument("--reranker", default=None, help="transformer folder, or 'none' (default: the installed one)")
+    parser.add_argument("--cache", type=Path, help="keep the vectors made here, for the next run (default: none)")
     parser.add_argument("--cold", action="store_true", help="do not wait for the re-ranker to read each memory whole")
     parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
     parser.add_argument("--rename", metavar="OLD=NEW", help="rename an entity, e.g. the user to default_user")
@@ -208,8 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     questions = read_questions(folder, memories)
     if options.rename:
         rename(memories, questions, *options.rename.split("="))
-    slot = EmbedderSlot(options.model)
-    slot.reranker = RerankerSlot(options.reranker)
+    slot = EmbedderSlot(options.model, options.cache)
+    slot.reranker = RerankerSlot(options.reranker, options.cache)
     searcher = Searcher(slot)
     reader = slot.reranker.get()
     print(

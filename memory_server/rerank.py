@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -109,7 +110,7 @@ class RerankerSlot:
             if folder is not None:
                 from memory_server.minilm import SentenceEncoder
 
-                self.reader = Reader(SentenceEncoder(folder), self.cache_dir)
+                self.reader = Reader(SentenceEncoder(folder), self.cache_dir, _name(folder))
                 logger.info("Search re-ranker: %s", folder)
             elif self.note:
                 logger.info("Search re-ranker: %s", self.note)
@@ -123,9 +124,9 @@ class RerankerSlot:
 class Reader:
     """A loaded transformer, the vectors it made per memory, and the background reading of small memories."""
 
-    def __init__(self, encoder: SentenceEncoder, cache_dir: Path | None) -> None:
+    def __init__(self, encoder: SentenceEncoder, cache_dir: Path | None, name: str) -> None:
         self.encoder = encoder
-        self.name = f"transformer:{encoder.folder.name}"
+        self.name = name
         self.cache_dir = cache_dir
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._memories: weakref.WeakKeyDictionary[GraphIndex, _MemoryVectors] = weakref.WeakKeyDictionary()
@@ -208,7 +209,8 @@ class Reader:
             return None
         from memory_server.vector_cache import VectorCache
 
-        return VectorCache(self.cache_dir / self.name.replace(":", "-"), store.path, self.name, self.encoder.dim)
+        folder = self.cache_dir / ("transformer-" + re.sub(r"[^\w.-]+", "-", self.name))
+        return VectorCache(folder, store.path, self.name, self.encoder.dim)
 
 
 class _MemoryVectors:
@@ -226,11 +228,9 @@ class _MemoryVectors:
             return
         from memory_server.vector_cache import text_keys
 
-        keys = text_keys(texts)
-        by_key = dict(zip(keys.tolist(), texts))
-        for found, vectors in self.cache.read(keys):
-            for key, vector in zip(found.tolist(), vectors):
-                self.vectors[by_key[key]] = vector
+        for positions, vectors in self.cache.read(text_keys(texts)):
+            for position, vector in zip(positions.tolist(), vectors):
+                self.vectors[texts[position]] = vector
 
     def add(self, texts: list[str], vectors: np.ndarray) -> None:
         self.vectors.update(zip(texts, vectors))
@@ -255,6 +255,13 @@ class _MemoryVectors:
         scores = matrix @ query
         top = np.argsort(-scores)[:count]
         return [documents[i] for i in top]
+
+
+def _name(folder: Path) -> str:
+    """What a result calls the re-ranker: the model's name, from the folder of a package or of the hub's cache."""
+    if folder.name == "model" or "snapshots" in folder.parts:
+        return HUB_ID.split("/")[-1]
+    return folder.name.split("__")[-1]
 
 
 def _text(index: GraphIndex, document: int) -> str:

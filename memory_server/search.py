@@ -79,7 +79,8 @@ RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's stan
 NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 RERANK_POOL = 30  # candidates per memory the transformer reads again (rerank.py), when one is installed
 RERANK_WEIGHT = 0.8  # share of its cosine in the order it gives, the rest the static score
-COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out
+COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out (a lower
+# one, 0.2, found no more answers on the dev personas and returned more for the questions without one)
 RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
 
@@ -352,6 +353,12 @@ def ranked_entities(hits: Iterable[Hit]) -> list[Entity]:
     return list({id(h.entity): h.entity for h in hits}.values())
 
 
+def _model(embedder: Embedder | None, reader: Reader | None) -> str | None:
+    if embedder is None:
+        return None
+    return embedder.name if reader is None else f"{embedder.name}, re-ranked by {reader.name}"
+
+
 def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
     cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
@@ -490,7 +497,7 @@ class Searcher:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
         return Outcome(
-            hits[:limit] if limit is not None else hits, mode, embedder and embedder.name, bool(embedder), note
+            hits[:limit] if limit is not None else hits, mode, _model(embedder, reader), bool(embedder), note
         )
 
     def warm(self, store: GraphStore) -> None:
