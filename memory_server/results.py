@@ -35,11 +35,10 @@ from memory_server.paging import (
     Listing,
     arguments_digest,
     cached,
-    degrees,
     neighbourhood,
-    overview,
 )
 from memory_server.search import LabelledHit, Outcome, ranked_entities
+from memory_server.stats import degrees, overview
 
 Detail = Literal["full", "summary", "names"]
 Shaped = tuple[dict[str, Any], str]
