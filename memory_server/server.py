@@ -21,7 +21,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_server import __version__, everywhere, present, results
+from memory_server import __version__, everywhere, present, results, writes
 from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget, json_tokens
 from memory_server.context_list import contexts_page, fitted
 from memory_server.contexts import Contexts, ResolvedContext, new_context
@@ -99,9 +99,7 @@ class MemoryTools:
         new = [Entity(e.name, e.entityType, list(e.observations)) for e in entities]
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            resolved.require_writable()
-            added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
-            return results.echo(added, "entities", self.budget, "Created", {"entities": len(added)})
+            return writes.create_entities(resolved, store, new, self.budget)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -111,9 +109,7 @@ class MemoryTools:
         new = [Relation(r.source, r.to, r.relationType) for r in relations]
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            resolved.require_writable()
-            added = [r.to_dict() for r in store.mutate(lambda graph: graph.create_relations(new))]
-            return results.echo(added, "relations", self.budget, "Created", {"relations": len(added)})
+            return writes.create_relations(resolved, store, new, self.budget)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -127,11 +123,7 @@ class MemoryTools:
         additions = [(o.entityName, list(o.contents)) for o in observations]
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            resolved.require_writable()
-            done = store.mutate(lambda graph: graph.add_observations(additions))
-            added = [{"entityName": name, "addedObservations": new} for name, new in done]
-            counts = {"entities": len(added), "observations": sum(len(new) for _, new in done)}
-            return results.echo(added, "results", self.budget, "Added", counts)
+            return writes.add_observations(resolved, store, additions, self.budget)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -645,14 +637,7 @@ def _tool(fn: Callable[..., Any], title: str, description: str, annotations: Too
 
 
 def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
-    message = f"{what} deleted successfully"
-
-    def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-        resolved.require_writable()
-        store.mutate(change)
-        return {"success": True, "message": message}, message
-
-    return work
+    return lambda resolved, store: writes.delete(resolved, store, change, what)
 
 
 def _error(
