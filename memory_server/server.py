@@ -21,11 +21,10 @@ from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
-from memory_server import __version__, everywhere, present, results, writes
-from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget, json_tokens
-from memory_server.context_list import contexts_page, fitted
+from memory_server import __version__, context_results, everywhere, present, results, writes
+from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import Contexts, ResolvedContext, new_context
-from memory_server.errors import MemoryServerError, ReadOnlyError, echo
+from memory_server.errors import MemoryServerError, echo
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.handshake import SERVER_NAME, EarlyStart
 from memory_server.models import (
@@ -250,11 +249,11 @@ class MemoryTools:
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await self._in_order(self._list_contexts, projectDir, None, cursor, name)
+        return await self._in_order(self._answer, context_results.listing, projectDir, None, cursor, name)
 
     async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
         await self._sync_roots(ctx)
-        return await self._in_order(self._active_report, projectDir, None)
+        return await self._in_order(self._answer, context_results.active, projectDir, None)
 
     async def set_active_context(
         self,
@@ -264,20 +263,7 @@ class MemoryTools:
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
         await self._sync_roots(ctx)
-
-        def switch() -> CallToolResult:
-            try:
-                config = self.contexts.registry.get(name)
-                if persist:  # first: a registry that cannot be saved leaves the switch undone
-                    self._require_writable_registry()
-                    self.contexts.registry.persist_active(config.name)
-                self.contexts.set_active(config.name)
-            except MemoryServerError as problem:
-                return self._failed(problem)
-            saved = " and saved it in contexts.json" if persist else " for this session"
-            return self._active_report(projectDir, f"Switched to context '{config.name}'{saved}.")
-
-        return await self._in_order(switch)
+        return await self._in_order(self._answer, context_results.switch, name, persist, projectDir)
 
     async def add_context(
         self,
@@ -334,16 +320,7 @@ class MemoryTools:
         self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str
     ) -> CallToolResult:
         await self._sync_roots(ctx)
-
-        def run() -> CallToolResult:
-            try:
-                self._require_writable_registry()
-                change()
-            except MemoryServerError as problem:
-                return self._failed(problem)
-            return self._list_contexts(project_dir, note=done)
-
-        return await self._in_order(run)
+        return await self._in_order(self._answer, context_results.changed, change, project_dir, done)
 
     def _run(
         self, name: str | None, project_dir: str | None, work: Work
@@ -358,11 +335,12 @@ class MemoryTools:
             version = store.version
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
+            warnings = context_results.result_warnings(self.contexts, store, resolved)
+            failed = _error(resolved, warnings, str(problem), name or self.contexts.active_name)
             return failed, store, False
         finally:
             self.live.trim()
-        warnings = self._warnings(store, resolved)
+        warnings = context_results.result_warnings(self.contexts, store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
@@ -388,82 +366,19 @@ class MemoryTools:
             self.live.trim()  # memories not used lately are released (as after every call, see _run)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
-    def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
+    def _answer(self, shape: Callable[..., tuple[dict[str, Any], str]], *args: Any) -> CallToolResult:
+        """A contexts tool's result, or its error headed by the active context."""
         try:
-            config = self.contexts.active_config()
+            structured, text = shape(self.contexts, self.budget, *args)
         except MemoryServerError as problem:
             return self._failed(problem)
-        resolved: ResolvedContext | None = None
-        try:
-            resolved = self.contexts.resolve_config(config, project_dir)
-        except MemoryServerError as problem:
-            info = fitted(present.context_info(self.contexts, config, None, str(problem)), self.budget)
-            where = f"its file cannot be resolved now: {problem}"
-            fallback = self._resolve_active(project_dir)
-            if fallback is not None:
-                where += f" Until it can, the other tools use the '{fallback.name}' context ({fallback.path})"
-        else:
-            info = fitted(present.context_info(self.contexts, config, resolved, None), self.budget)
-            where = f"it uses {resolved.path}"
-            if resolved.project is not None:
-                info["projectMarker"] = resolved.project.marker
-                where += f" (project {resolved.project.root}, found by its {resolved.project.marker})"
-        structured: dict[str, Any] = {"active": info, "context": self._summary(resolved)}
-        warnings = self._warnings(None)
-        if warnings:
-            structured["warnings"] = warnings
-        body = f"{note + ' ' if note else ''}Active context '{config.name}': {where}."
-        text = present.text(resolved, warnings, body, config.name)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-
-    def _require_writable_registry(self) -> None:
-        if self.contexts.read_only:
-            raise ReadOnlyError(f"{self.contexts.registry.file} (the server runs with --read-only)")
-
-    def _summary(self, resolved: ResolvedContext | None) -> dict[str, Any]:
-        """The `context` object of a result: the context used, or the active one with no path when it has none."""
-        if resolved is not None:
-            return resolved.summary()
-        try:
-            read_only = self.contexts.read_only or self.contexts.active_config().read_only
-        except MemoryServerError:
-            read_only = self.contexts.read_only
-        return {"name": self.contexts.active_name, "path": None, "readOnly": read_only}
-
-    def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
-        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.problems()]
-        note = store.take_warning() if store is not None else None
-        return present.bounded_warnings([*warnings, note] if note else warnings)
-
-    def _list_contexts(
-        self, project_dir: str | None, note: str | None = None, cursor: str | None = None, name: str | None = None
-    ) -> CallToolResult:
-        resolved = self._resolve_active(project_dir)
-        warnings = self._warnings(None, resolved)
-        try:
-            page = contexts_page(self.contexts, self.budget.less(json_tokens(warnings)), project_dir, cursor, name)
-        except MemoryServerError as problem:
-            return self._failed(problem)
-        structured = page.structured
-        structured["context"] = self._summary(resolved)
-        if note:
-            structured["message"] = note
-        if warnings:
-            structured["warnings"] = warnings
-        body = "\n".join([*([note] if note else []), *page.lines])
-        text = present.text(resolved, warnings, body, self.contexts.active_name)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _failed(self, problem: Exception) -> CallToolResult:
         """An error result headed by the active context, for tools that are not about one memory file."""
-        resolved = self._resolve_active(None)
-        return _error(resolved, self._warnings(None, resolved), str(problem), self.contexts.active_name)
-
-    def _resolve_active(self, project_dir: str | None) -> ResolvedContext | None:
-        try:
-            return self.contexts.resolve(None, project_dir)
-        except MemoryServerError:
-            return None
+        resolved = context_results.resolve_active(self.contexts, None)
+        warnings = context_results.result_warnings(self.contexts, None, resolved)
+        return _error(resolved, warnings, str(problem), self.contexts.active_name)
 
     async def _sync_roots(self, ctx: Context) -> None:
         """Ask the client for its workspace roots when they may have changed (start, roots/list_changed)."""
