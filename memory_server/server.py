@@ -15,16 +15,14 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from memory_server import __version__, context_results, everywhere, present, results, writes
 from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import Contexts, ResolvedContext, new_context
-from memory_server.errors import MemoryServerError, echo
+from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.handshake import SERVER_NAME, EarlyStart
 from memory_server.models import (
@@ -39,7 +37,6 @@ from memory_server.models import (
     RelationsResult,
     SearchResult,
     SuccessResult,
-    lean_schema,
 )
 from memory_server.project import file_uri_path
 from memory_server.protocol import guard_requests
@@ -48,6 +45,7 @@ from memory_server.results import Detail
 from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore, call_arrived_at
+from memory_server.tool import make_tool
 
 logger = logging.getLogger(__name__)
 
@@ -485,7 +483,7 @@ def build_server(
         name=SERVER_NAME,
         version=__version__,
         instructions=instructions if instructions is not None else present.instructions(contexts),
-        tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
+        tools=[make_tool(fn, title, description, hints) for fn, title, description, hints in specs],
         subscriptions=bus,
         lifespan=lambda _server: live.running(),
     )
@@ -513,42 +511,6 @@ async def serve_stdio(server: MCPServer, early: EarlyStart | None = None) -> Non
     lowlevel = server._lowlevel_server  # noqa: SLF001 - what MCPServer.run_stdio_async does, with our transport
     async with stdio_transport(early) as (read, write):
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
-
-
-class _Tool(Tool):
-    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report), and whose
-    crashes say what happened (instead of only "Error executing tool")."""
-
-    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
-        try:
-            return await super().run(arguments, context, convert_result=convert_result)
-        except ToolError as problem:
-            cause = problem.__cause__
-            if isinstance(cause, ValidationError):
-                text = present.argument_problems(self.name, cause.errors())
-            elif isinstance(problem, UnexpectedToolError) and cause is not None:  # a bug of ours
-                logger.error("%s crashed", self.name, exc_info=cause)
-                text = (
-                    f"{self.name} failed on an unexpected error ({type(cause).__name__}: {echo(str(cause))}); this is "
-                    "a bug in the memory server, whose log on stderr has the details. Check the arguments for unusual "
-                    "characters, and read the memory before retrying a change."
-                )
-            else:
-                raise
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-
-def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:
-    tool = _Tool.from_function(fn, title=title, description=description, annotations=annotations)
-    # Every chat pays for the tool list: schemas as lean as they can be, items' properties in place as in the
-    # official server's.
-    tool.parameters = lean_schema(tool.parameters)
-    if tool.fn_metadata.output_schema is not None:
-        tool.fn_metadata.output_schema = lean_schema(tool.fn_metadata.output_schema)
-    # The schema stays published; the SDK's check of each result against it is dropped: our results are built
-    # from the models the schema comes from, and checking a large graph again cost more than building it.
-    tool.fn_metadata.output_model = None
-    return tool
 
 
 def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
