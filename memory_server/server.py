@@ -8,7 +8,6 @@ context and file it used. Core errors become `isError` results here, in one plac
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -38,16 +37,14 @@ from memory_server.models import (
     SearchResult,
     SuccessResult,
 )
-from memory_server.project import file_uri_path
 from memory_server.protocol import guard_requests
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
+from memory_server.roots import WorkspaceRoots
 from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore, call_arrived_at
 from memory_server.tool import make_tool
-
-logger = logging.getLogger(__name__)
 
 ContextArg = Annotated[str | None, Field(description="Context for this call (default: active)")]
 ProjectDirArg = Annotated[
@@ -84,8 +81,7 @@ class MemoryTools:
         self.live = live
         self.project_boost = project_boost
         self.budget = budget or Budget()
-        self._roots_stale = True
-        self._roots_lock = anyio.Lock()
+        self.roots = WorkspaceRoots(contexts)
         self._turn = anyio.Lock()
 
     # ---- the nine tools of the official server --------------------------------------------------------------
@@ -216,7 +212,7 @@ class MemoryTools:
             return results.search(outcome, self.budget, cursor, asked)
 
         if context == EVERY_CONTEXT:
-            await self._sync_roots(ctx)
+            await self.roots.sync(ctx)
             return await self._in_order(self._search_everywhere, query, mode, limit, minScore, projectDir, cursor)
         return await self._call(ctx, context, projectDir, work)
 
@@ -246,11 +242,11 @@ class MemoryTools:
         cursor: CursorArg = None,
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
-        await self._sync_roots(ctx)
+        await self.roots.sync(ctx)
         return await self._in_order(self._answer, context_results.listing, projectDir, None, cursor, name)
 
     async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
-        await self._sync_roots(ctx)
+        await self.roots.sync(ctx)
         return await self._in_order(self._answer, context_results.active, projectDir, None)
 
     async def set_active_context(
@@ -260,7 +256,7 @@ class MemoryTools:
         persist: Annotated[bool, Field(description="Also make it the default at future starts")] = False,
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
-        await self._sync_roots(ctx)
+        await self.roots.sync(ctx)
         return await self._in_order(self._answer, context_results.switch, name, persist, projectDir)
 
     async def add_context(
@@ -306,7 +302,7 @@ class MemoryTools:
             return await anyio.to_thread.run_sync(functools.partial(_arrived_at, arrived, fn), *args)
 
     async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
-        await self._sync_roots(ctx)
+        await self.roots.sync(ctx)
         result, store, changed = await self._in_order(self._run, name, project_dir, work)
         if store is not None:
             self.live.watch(store)
@@ -317,7 +313,7 @@ class MemoryTools:
     async def _call_admin(
         self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str
     ) -> CallToolResult:
-        await self._sync_roots(ctx)
+        await self.roots.sync(ctx)
         return await self._in_order(self._answer, context_results.changed, change, project_dir, done)
 
     def _run(
@@ -377,28 +373,6 @@ class MemoryTools:
         resolved = context_results.resolve_active(self.contexts, None)
         warnings = context_results.result_warnings(self.contexts, None, resolved)
         return _error(resolved, warnings, str(problem), self.contexts.active_name)
-
-    async def _sync_roots(self, ctx: Context) -> None:
-        """Ask the client for its workspace roots when they may have changed (start, roots/list_changed)."""
-        async with self._roots_lock:  # concurrent calls wait for the answer rather than use stale roots
-            if self._roots_stale:
-                self._roots_stale = False  # asked once per change, even if the client cannot answer
-                await self._read_roots(ctx)
-
-    async def _read_roots(self, ctx: Context) -> None:
-        capabilities = ctx.client_capabilities
-        if capabilities is None or capabilities.roots is None:
-            return
-        try:
-            with anyio.fail_after(5):
-                result = await ctx.session.list_roots()
-        except Exception as problem:  # a client that cannot answer leaves detection to the other rules
-            logger.warning("Could not read the client's workspace roots: %s", problem)
-            return
-        self.contexts.roots = [p for p in (file_uri_path(str(r.uri)) for r in result.roots) if p is not None]
-
-    def roots_changed(self) -> None:
-        self._roots_stale = True
 
 
 def build_server(
@@ -491,7 +465,7 @@ def build_server(
     guard_requests(server._lowlevel_server)  # noqa: SLF001
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:
-        tools.roots_changed()
+        tools.roots.changed()
 
     # MCPServer has no public hook for client notifications; the low-level server does.
     server._lowlevel_server.add_notification_handler(  # noqa: SLF001
