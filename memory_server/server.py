@@ -1,8 +1,10 @@
-"""The MCP tools: definitions, argument checking, and result shaping. With resources.py, the only MCP code.
+"""The MCP tools: their registration, and handlers that translate between MCP and the core. With resources.py,
+the only MCP code (tool.py, roots.py, protocol.py and stdio.py are its helpers at the protocol's edge).
 
-Each tool validates its input with pydantic, calls one core function in a worker thread, and answers with the
-official memory server's `structuredContent` plus a `context` object; the text starts with a line naming the
-context and file it used. Core errors become `isError` results here, in one place.
+Each tool validates its input with pydantic, calls one core function in a worker thread (results.py, writes.py,
+context_results.py, everywhere.py shape what it returns), and answers with the official memory server's
+`structuredContent` plus a `context` object; the text starts with a line naming the context and file it used.
+Core errors become `isError` results here, in one place.
 """
 
 from __future__ import annotations
