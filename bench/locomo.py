@@ -25,8 +25,8 @@ import numpy as np
 from personal_memory import override
 
 from memory_server.embeddings import EmbedderSlot, load_embedder
-from memory_server.rerank import RerankerSlot
 from memory_server.graph import Entity
+from memory_server.rerank import RerankerSlot
 from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
 from memory_server.store import GraphStore
 

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from memory_server import present
 from memory_server.embeddings import EmbedderSlot
-from memory_server.rerank import RerankerSlot
 from memory_server.graph import Entity, Relation
+from memory_server.rerank import RerankerSlot
 from memory_server.search import Searcher, Target
 from memory_server.server import PROJECT_BOOST
 from memory_server.store import GraphStore
@@ -177,7 +177,8 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
 
 def override(settings: list[str]) -> None:
     """Set constants of the ranking modules (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
-    modules = [importlib.import_module(f"memory_server.{name}") for name in ("search", "rerank", "lexical", "user") if settings]
+    names = ("search", "rerank", "lexical", "user")
+    modules = [importlib.import_module(f"memory_server.{name}") for name in names if settings]
     for setting in settings:
         name, _, value = setting.partition("=")
         module = next((m for m in modules if hasattr(m, name)), None)
@@ -214,8 +215,8 @@ def main(argv: list[str] | None = None) -> None:
     searcher = Searcher(slot)
     reader = slot.reranker.get()
     print(
-        f"model: {slot.get()[0] and slot.get()[0].name}; re-ranker: {reader and reader.name} {slot.reranker.note or ''}; "
-        f"persona: {options.persona}; mode: {options.mode}"
+        f"model: {slot.get()[0] and slot.get()[0].name}; re-ranker: {reader and reader.name} "
+        f"{slot.reranker.note or ''}; persona: {options.persona}; mode: {options.mode}"
     )
     print(
         "| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty "

@@ -60,7 +60,8 @@ def main() -> None:
         for size in (int(s) for s in options.sizes.split(",")):
             store = GraphStore(folder / f"m{size}.jsonl")
             graph = synthetic_graph(size)
-            store.mutate(lambda g: (g.create_entities(graph.entity_list()), g.create_relations(graph.relations.values())))
+            entities, relations = graph.entity_list(), list(graph.relations.values())
+            store.mutate(lambda g: (g.create_entities(entities), g.create_relations(relations)))
             target = Target("m", store)
             static.search([target], "warm up", "hybrid", 10, None)
             reranked.search([target], "warm up", "hybrid", 10, None)
