@@ -48,7 +48,7 @@ PACKAGED = (
 )
 RERANK_POOL = 30  # candidates per memory the transformer reads again (rerank.py), when one is installed
 RERANK_WEIGHT = 0.8  # share of its cosine in the order it gives for a short note, the rest the static score
-LONG_WEIGHT = 0.5  # and for a long passage (see _weights)
+LONG_WEIGHT = 0.4  # and for a long passage (see _weights)
 SHORT_NOTE, LONG_NOTE = 8, 20  # words
 COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out (a lower
 # one, 0.2, found no more answers on the dev personas and returned more for the questions without one)
