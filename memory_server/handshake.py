@@ -36,10 +36,12 @@ _FIRST_LINE_LIMIT = 1 << 20  # a first line longer than this is left to the SDK
 @dataclass(frozen=True)
 class EarlyStart:
     """What happened before the SDK was loaded: the bytes read from stdin (the first request and anything after
-    it), which the transport reads first, and the answer sent to `initialize` (None: nothing was sent)."""
+    it), which the transport reads first, the answer sent to `initialize` (None: nothing was sent), and the
+    descriptor of the real stdout once fd 1 was pointed at stderr (early.py; None: fd 1 is still stdout)."""
 
     read: bytes = b""
     answer: dict[str, Any] | None = None
+    output: int | None = None
 
 
 def answer_initialize(instructions: str, stdin: int = 0, stdout: int = 1) -> EarlyStart:
