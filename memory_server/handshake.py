@@ -4,9 +4,10 @@ Importing the SDK is most of a start (building its protocol types takes about ha
 node takes to start the whole official server), and a client waits for the answer to `initialize` before it asks
 anything else. So the server reads the first line itself and, when it is a plain `initialize` request, answers it
 as the SDK would (the same capabilities, server info and instructions, and the SDK's choice of protocol version),
-then loads the SDK. The request still goes to the SDK, so the session knows its client; the SDK's own answer to it
-is not sent again (stdio.py), and one that differs from ours is logged. Anything else on the first line (another
-method, a request the SDK might refuse) waits for the SDK, as it always did.
+then answers what it can while the SDK loads (early.py). The request still goes to the SDK, so the session knows
+its client; the SDK's own answer to it is not sent again (stdio.py), and one that differs from ours is logged.
+Anything else on the first line (another method, a request the SDK might refuse) waits for the SDK, as it always
+did.
 """
 
 from __future__ import annotations

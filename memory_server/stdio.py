@@ -16,7 +16,8 @@ batch's answers fit in the budget.
 While serving, file descriptor 1 points at stderr, so a stray `print` anywhere cannot corrupt the protocol.
 
 A first `initialize` answered before the SDK was loaded (handshake.py) is read again from what was read then and
-handed to the SDK; the SDK's answer to it is not sent a second time.
+handed to the SDK, with the notifications and the requests left unanswered while it loaded (early.py); the SDK's
+answer to it is not sent a second time.
 """
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from helpers import server_env
+from helpers import connect, ok, server_env
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from test_live_updates import Updates
 
 from memory_server import early
 from memory_server.budget import Budget
@@ -285,3 +287,27 @@ def test_a_schema_with_an_unknown_argument_or_rule_is_left_to_the_sdk():
     longer = {**SCHEMA, "properties": {**SCHEMA["properties"], "note": {"type": "string", "maxLength": 3}}}
     assert plain_arguments(longer, {"names": ["x"], "note": "ab"}, KNOWN) is None
     assert plain_arguments(longer, {"names": ["x"]}, KNOWN) is not None  # the rule only matters when given
+
+
+# ---- after the SDK is loaded ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_memory_read_before_the_sdk_was_loaded_is_watched_for_subscribers(world):
+    # The first call is most likely answered before the SDK is loaded (it takes a second); whichever answers it,
+    # a change another program makes to that memory reaches a subscriber afterwards.
+    elsewhere = world / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "work.jsonl").write_text(WORK)
+    registry = world / "config" / APP / "contexts.json"
+    data = json.loads(registry.read_text())
+    data["contexts"][1]["path"] = str(elsewhere / "work.jsonl")
+    registry.write_text(json.dumps(data))
+    updates = Updates()
+    async with connect(server_env(), SERVER, cwd=world / "nowhere", message_handler=updates) as session:
+        assert (await ok(session, "read_graph", context="work"))["entities"][0]["name"] == "Quarterly report"
+        await session.subscribe_resource("memory://contexts/work")
+        await anyio.sleep(0.5)  # let the watcher start
+        with open(elsewhere / "work.jsonl", "a") as file:
+            file.write('{"type":"entity","name":"Budget","entityType":"task","observations":[]}\n')
+        await updates.wait("memory://contexts/work")
