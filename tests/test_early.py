@@ -81,8 +81,8 @@ SDK_CALLS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A default memory (with a line that is not JSON) and a 'work' one, in the registry; the test runs in a
-    folder with no project."""
+    """A default memory (with a line that is not JSON), a 'work' one, a project context and an entry that is not
+    valid, in the registry; the test runs in a folder with no project."""
     (tmp_path / "memory.jsonl").write_text(SEED)
     (tmp_path / "work.jsonl").write_text(WORK)
     registry = {
@@ -90,6 +90,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             {"name": "default", "path": str(tmp_path / "memory.jsonl")},
             {"name": "work", "path": str(tmp_path / "work.jsonl"), "description": "Work"},
             {"name": "project", "path": "{projectDir}/.ai-memory.jsonl"},
+            {"name": "bad name!", "path": str(tmp_path / "bad.jsonl")},  # a registry problem: every result warns
         ]
     }
     folder = tmp_path / "config" / APP
@@ -176,6 +177,7 @@ def test_early_results_are_the_sdks_results(world):
         assert json.dumps(answer) == json.dumps(sdk[request["id"]]), request
     texts = [sdk[r["id"]]["result"]["content"][0]["text"] for r in requests]
     assert [n for n, text in enumerate(texts) if "Skipped 1 line" in text] == [0]  # the warning, once
+    assert all("context #4" in text for text in texts)  # the registry's problem, every time
     assert [sdk[r["id"]]["result"]["isError"] for r in requests].count(True) == 3  # cursor, context, project
 
 
