@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+from personal_memory import override
 
 from memory_server.embeddings import load_embedder
-from personal_memory import override
 from memory_server.graph import Entity
 from memory_server.search import GraphIndex, KeywordIndex
 from memory_server.store import GraphStore

@@ -1,11 +1,17 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Two personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Five personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
 - `aoife` (dev, round 3): Aoife Gallagher's, in the official prompt's style: terse notes about "default_user" (and
   "Aoife Gallagher" at work), family and home held in relations; written before the ranker was run on it;
+- `dimitra` (dev, round 4): Dimitra Papadaki's (a PhD student whose partner lives abroad; her project is an R and
+  Snakemake pipeline), styles mixed: terse notes about "default_user", full sentences about "Dimitra Papadaki" at
+  work, dated notes, near-duplicates about other people; written blind, by someone who had not seen the ranker;
+- `rosa` (dev, round 4, written blind with dimitra): Rosa Delgado's (a bakery owner in Tucson; her project is the
+  bakery's Astro website), the user named by her first name only ("Rosa") at home and "Rosa Delgado" at work, US
+  formats, relatives with near-duplicate birthdays, medications and documents;
 - `tom` (held out): Tom Wójcik's, in terse notes about "default_user" (and "Tom Wójcik" at work), some facts only
   in relations. Written before the ranker changes it measures; run it to report, never to tune.
 Two setups:
@@ -15,7 +21,7 @@ For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the an
 came back, and, for the questions the memory cannot answer, how many came back on average and how many came back
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|tom] [--misses] [--mode hybrid]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|dimitra|rosa|tom] [--misses]
 """
 
 from __future__ import annotations
@@ -183,7 +189,9 @@ def override(settings: list[str]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     personas = sorted(folder.name for folder in DATA.iterdir() if (folder / "questions.txt").is_file())
-    parser.add_argument("--persona", choices=personas, default="hannah", help="tom is the held-out set")
+    parser.add_argument(
+        "--persona", choices=personas, default="hannah", help="tom is held out; the others are dev"
+    )
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")

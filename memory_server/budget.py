@@ -18,6 +18,7 @@ DEFAULT_MAX_RESULT_TOKENS = 20_000
 MIN_RESULT_TOKENS = 1_000  # a smaller budget cannot hold what a result needs around its content
 FILL = 0.9  # share of the budget a result is filled to
 ECHO_SHARE = 0.25  # a write's echo repeats what the caller just sent: a quarter of the budget is plenty
+SKELETON_RESERVE = 150  # tokens for what is added after a page is made: the header line, the context object
 CUT_MARK = "… [cut]"
 
 T = TypeVar("T")

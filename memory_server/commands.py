@@ -23,7 +23,6 @@ import difflib
 import os
 import sys
 import webbrowser
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,13 +36,13 @@ from memory_server.graph import Entity, KnowledgeGraph, Relation, json_line
 from memory_server.output import StdoutError, silence, write_output, write_stdout
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNotFoundError, find_project
 from memory_server.search import Searcher, Target
+from memory_server.stats import dangling_relations, figures, totals
 from memory_server.store import GraphStore
 from memory_server.vector_cache import caches_of
 from memory_server.view import render_page
 
 OK, PROBLEMS, USAGE, FAILED, INTERRUPTED = 0, 1, 2, 3, 130
 EVERY_CONTEXT = "*"
-TOP = 10  # items in each "most common" list of stats
 
 
 @dataclass
@@ -197,7 +196,7 @@ def show_command(run: Run) -> int:
 def stats_command(run: Run) -> int:
     resolved = run.context()
     with run.reading(resolved) as graph:
-        stats = _stats(graph)
+        stats = figures(graph)
     size = resolved.path.stat().st_size if resolved.path.exists() else None
     folder = run.embeddings().cache_dir
     caches = caches_of(folder, resolved.path) if folder is not None else []
@@ -232,7 +231,7 @@ def export_command(run: Run) -> int:
     with run.reading(resolved, warn=False) as graph:  # says below what the lines it skips mean for the export
         text = interchange.export(graph, o.format, f"Memory: {resolved.name}")
         skipped = len(graph.skipped_lines())
-        dangling = _dangling(graph) if o.format == "graphml" else 0
+        dangling = dangling_relations(graph) if o.format == "graphml" else 0
     if skipped:
         run.warn(f"{_count(skipped, 'unusable line')} of {resolved.path} not exported (`check` lists them).")
     if dangling:
@@ -328,12 +327,10 @@ def check_command(run: Run) -> int:
     report = {
         "path": str(path),
         "exists": path.exists(),
-        "entities": len(graph.entities),
-        "relations": len(graph.relations),
-        "observations": sum(len(e.observations) for e in graph.entities.values()),
+        **totals(graph),
         "unusable": [{"line": s.line_number, "reason": s.reason} for s in skipped],
         "duplicatesMerged": sum(1 for r in graph.records if r is None),
-        "danglingRelations": _dangling(graph),
+        "danglingRelations": dangling_relations(graph),
     }
     foreign = interchange.foreign_kind(text) if skipped else None
     if o.json:
@@ -442,31 +439,6 @@ def _close_names(graph: KnowledgeGraph, name: str) -> list[str]:
     containing = [n for n in graph.entities if folded in n.casefold() and n not in same]
     close = same + containing[:3]
     return close or difflib.get_close_matches(name, list(graph.entities), n=3, cutoff=0.75)
-
-
-def _stats(graph: KnowledgeGraph) -> dict[str, Any]:
-    entities = list(graph.entities.values())
-    degree: Counter[str] = Counter()
-    for relation in graph.relations.values():
-        degree[relation.source] += 1
-        degree[relation.target] += 1
-    largest = sorted(entities, key=lambda e: -len(e.observations))[:TOP]
-    return {
-        "entities": len(entities),
-        "relations": len(graph.relations),
-        "observations": sum(len(e.observations) for e in entities),
-        "entityTypes": Counter(e.entity_type for e in entities).most_common(TOP),
-        "relationTypes": Counter(r.relation_type for r in graph.relations.values()).most_common(TOP),
-        "mostConnected": [(name, n) for name, n in degree.most_common(TOP) if name in graph.entities],
-        "mostObservations": [(e.name, len(e.observations)) for e in largest if e.observations],
-        "withoutRelations": sum(1 for e in entities if not degree[e.name]),
-        "danglingRelations": _dangling(graph),
-        "unusableLines": len(graph.skipped_lines()),
-    }
-
-
-def _dangling(graph: KnowledgeGraph) -> int:
-    return sum(1 for r in graph.relations.values() if r.source not in graph.entities or r.target not in graph.entities)
 
 
 def _read_file(path: Path) -> tuple[KnowledgeGraph, str]:

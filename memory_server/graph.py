@@ -35,8 +35,8 @@ from memory_server.jsonl import (  # noqa: F401
     decode_record,
     encode_entity,
     encode_relation,
-    json_line,
     identity,
+    json_line,
     parse_or_problem,
     record_of,
 )

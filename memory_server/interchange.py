@@ -25,6 +25,7 @@ from memory_server.errors import MemoryServerError
 from memory_server.files import kind_of
 from memory_server.graph import Entity, KnowledgeGraph, Relation, decode_line, encode_entity, encode_relation
 from memory_server.jsonl import encode_item
+from memory_server.stats import totals
 
 FORMATS = ("jsonl", "json", "graphml", "markdown")
 SOURCES = ("official", "aim")
@@ -95,11 +96,11 @@ def markdown(graph: KnowledgeGraph, title: str) -> str:
     """A document a person reads: one section per entity type (the most common first), entities by name, each
     with its observations and its relations both ways."""
     entities = list(graph.entities.values())
-    observations = sum(len(e.observations) for e in entities)
+    counted = totals(graph)
     lines = [
         f"# {_md(title)}",
         "",
-        f"{len(entities)} entities, {len(graph.relations)} relations, {observations} observations.",
+        f"{counted['entities']} entities, {counted['relations']} relations, {counted['observations']} observations.",
     ]
     by_type: dict[str, list[Entity]] = {}
     for entity in entities:

@@ -11,7 +11,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from json.decoder import scanstring
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
@@ -168,7 +171,7 @@ def _with_extra(text: str, record: Entity | Relation) -> str:
 
 
 def _json(value: Any) -> str:
-    if isinstance(value, (_Float, _Int, _BigInt)):
+    if isinstance(value, (_Written, _BigInt)):
         return value.text
     if isinstance(value, dict):
         return "{" + ",".join(f"{json_line(k)}:{_json(v)}" for k, v in value.items()) + "}"
@@ -224,22 +227,23 @@ def _reject_constant(name: str) -> None:
 # (not 1.0) and a 5,000-digit integer (which int() refuses). They still compare as the numbers they are.
 
 
-class _Float(float):
+class _Written:
+    """A number with the text it was written with: mixed into float and int below."""
+
     text: str
 
-    def __new__(cls, text: str) -> _Float:
-        number = super().__new__(cls, text)
+    def __new__(cls, text: str) -> Self:
+        number = super().__new__(cls, text)  # type: ignore[call-arg]  # float's or int's
         number.text = text
         return number
 
 
-class _Int(int):
-    text: str
+class _Float(_Written, float):
+    pass
 
-    def __new__(cls, text: str) -> _Int:
-        number = super().__new__(cls, text)
-        number.text = text
-        return number
+
+class _Int(_Written, int):
+    pass
 
 
 class _BigInt:

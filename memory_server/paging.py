@@ -1,5 +1,5 @@
-"""Results in pages: a stable order for a set of entities and relations, opaque cursors into it, the overview of
-a graph too large for one result, and the entities around a few named ones. No MCP in here.
+"""Results in pages: a stable order for a set of entities and relations, opaque cursors into it, and the entities
+around a few named ones. No MCP in here.
 
 A listing puts the entities in order and, right after each, the relations whose later end (in that order) it is:
 a page shows relations beside their entities, and every relation comes exactly once. A relation with one end
@@ -17,11 +17,9 @@ import base64
 import binascii
 import bisect
 import hashlib
-import heapq
 import json
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, TypeVar
@@ -33,8 +31,6 @@ from memory_server.graph import Entity, KnowledgeGraph, Relation
 
 Labelled = tuple[str, Entity | Relation]  # (label, record): the label tells contexts apart across contexts
 T = TypeVar("T")
-TOP_TYPES = 20
-TOP_CONNECTED = 10
 
 
 class CursorError(MemoryServerError, ValueError):
@@ -201,37 +197,6 @@ _cache: weakref.WeakKeyDictionary[KnowledgeGraph, dict[Hashable, tuple[tuple[int
 
 def arguments_digest(*arguments: Any) -> str:
     return _digest(json.dumps(arguments, ensure_ascii=False, default=str))
-
-
-def overview(graph: KnowledgeGraph) -> dict[str, Any]:
-    """What a graph holds, in a few lines: counts, entity types by size, the entities with the most relations."""
-    types = Counter(entity.entity_type for entity in graph.entities.values())
-    degree = degrees(graph)
-    connected = heapq.nsmallest(  # ties in file order
-        TOP_CONNECTED, (e for e in graph.entities.values() if degree[e.name]), key=lambda e: -degree[e.name]
-    )
-    result: dict[str, Any] = {
-        "entities": len(graph.entities),
-        "relations": len(graph.relations),
-        "observations": sum(len(entity.observations) for entity in graph.entities.values()),
-        "entityTypes": dict(types.most_common(TOP_TYPES)),
-    }
-    if len(types) > TOP_TYPES:
-        result["otherTypes"] = len(types) - TOP_TYPES
-    result["mostConnected"] = [
-        {"name": e.name, "entityType": e.entity_type, "relations": degree[e.name]} for e in connected
-    ]
-    return result
-
-
-def degrees(graph: KnowledgeGraph) -> Counter[str]:
-    """How many relations touch each name (a relation from a name to itself counts once)."""
-    degree: Counter[str] = Counter()
-    for relation in graph.relations.values():
-        degree[relation.source] += 1
-        if relation.target != relation.source:
-            degree[relation.target] += 1
-    return degree
 
 
 def neighbourhood(graph: KnowledgeGraph, names: Iterable[str], depth: int) -> list[Entity]:

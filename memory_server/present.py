@@ -8,6 +8,7 @@ from typing import Any
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
 from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo, listed, shortened
 from memory_server.search import Outcome, ranked_entities
+from memory_server.stats import totals
 from memory_server.store import GraphStore
 
 
@@ -57,13 +58,7 @@ def counts(store: GraphStore) -> dict[str, Any]:
         return {"fileExists": False, "entities": 0, "relations": 0, "observations": 0}
     try:
         with store.reading() as graph:
-            observations = sum(len(e.observations) for e in graph.entities.values())
-            return {
-                "fileExists": True,
-                "entities": len(graph.entities),
-                "relations": len(graph.relations),
-                "observations": observations,
-            }
+            return {"fileExists": True, **totals(graph)}
     except MemoryServerError as problem:
         return {"fileExists": True, "error": str(problem)}
 

@@ -1,5 +1,5 @@
 """The graph tools' results, sized to the result budget: read_graph and open_nodes in pages, search results cut
-and paged, write echoes kept short. No MCP in here: each function returns the structured content and the text.
+and paged (write echoes: writes.py). No MCP in here: each function returns the structured content and the text.
 
 A result that fits is exactly what the official server gives (and what this server gave before it had a budget);
 only a result that does not fit changes shape: a page with `total` counts and `nextCursor`, and text lines that
@@ -14,10 +14,9 @@ from typing import Any, Literal
 
 from memory_server import present
 from memory_server.budget import (
-    ECHO_SHARE,
+    SKELETON_RESERVE,
     Budget,
     clip,
-    clip_long,
     cut_item,
     fit_texts,
     item_tokens,
@@ -35,18 +34,15 @@ from memory_server.paging import (
     Listing,
     arguments_digest,
     cached,
-    degrees,
     neighbourhood,
-    overview,
 )
 from memory_server.search import LabelledHit, Outcome, ranked_entities
+from memory_server.stats import degrees, overview
 
 Detail = Literal["full", "summary", "names"]
 Shaped = tuple[dict[str, Any], str]
 Render = Callable[[Sequence[Labelled], int, str | None], Shaped]
 Cut = Callable[[Labelled, float], tuple[Labelled, str]]
-
-_SKELETON_RESERVE = 150  # tokens for what is added after a page is made: the header line, the context object
 
 
 @dataclass(frozen=True)
@@ -283,37 +279,6 @@ _MATCHES_CHANGED = (
 _MATCH_TOKENS = 20  # a match's keys, score and context, besides its entity's name and its observation
 
 
-def echo(items: list[dict[str, Any]], key: str, budget: Budget, done: str, counts: dict[str, int]) -> Shaped:
-    """A write's echo of what it added, as the official server gives it, or, when that is too long, with long
-    texts shortened and only the first items: the caller has just sent them all."""
-    budget = budget.share(ECHO_SHARE)
-    whole: Shaped = ({key: items}, present.as_json(items))
-    if budget.fits(*whole):
-        return whole
-    counted = ", ".join(f"{number} {what}" for what, number in counts.items())
-    clipped = [clip_long(item, _ECHO_TEXT_TOKENS) for item in items]
-    shortened = any(a is not b for a, b in zip(clipped, items, strict=True))
-
-    def build(n: int) -> Shaped:
-        shown = clipped[:n]
-        note = None
-        if n == 1 and not budget.fits({key: shown}, present.as_json(shown)):
-            first, note = cut_item(clipped[0], budget.fill - _SKELETON_RESERVE)
-            shown = [first]
-        which = f"only the first {n}" if n < len(items) else "them"
-        lead = f"{done}: {counted}, all saved. To keep this result short it repeats {which}" + (
-            ", with long texts shortened:" if shortened else ":"
-        )
-        text = "\n".join(filter(None, [lead, note and f"(in that one: {note})", present.as_json(shown)]))
-        return {key: shown, "total": counts}, text
-
-    guess = prefix_fitting(lambda i: item_tokens(clipped[i]), len(items), budget.fill - _SKELETON_RESERVE)
-    return largest_fitting(budget, build, guess, len(items))[1:]
-
-
-_ECHO_TEXT_TOKENS = 50  # a text repeated in a write's echo, when the echo is too long whole: about 200 characters
-
-
 def graph_document(graph: KnowledgeGraph, budget: Budget, context: str, active: bool) -> str:
     """A graph resource's text: the whole graph as JSON when it fits, else the first page of read_graph (with
     its overview) and how to read on through the tool."""
@@ -386,7 +351,7 @@ def _page(
     """The page of `listing` that starts at `start`: as many items as `limit` and the budget allow, at least
     one (cut to fit when it is too big alone), so paging always moves on."""
     end = max(listing.end(start, limit), min(start + 1, len(listing)))
-    room = budget.fill - budget.tokens(*render([], start, None)) - _SKELETON_RESERVE
+    room = budget.fill - budget.tokens(*render([], start, None)) - SKELETON_RESERVE
     guess = prefix_fitting(lambda i: size(listing.items[start + i]), end - start, room)
 
     def build(n: int) -> Shaped:

@@ -1,31 +1,29 @@
-"""The MCP tools: definitions, argument checking, and result shaping. With resources.py, the only MCP code.
+"""The MCP tools: their registration, and handlers that translate between MCP and the core. With resources.py,
+the only MCP code (tool.py, roots.py, protocol.py and stdio.py are its helpers at the protocol's edge).
 
-Each tool validates its input with pydantic, calls one core function in a worker thread, and answers with the
-official memory server's `structuredContent` plus a `context` object; the text starts with a line naming the
-context and file it used. Core errors become `isError` results here, in one place.
+Each tool validates its input with pydantic, calls one core function in a worker thread (results.py, writes.py,
+context_results.py, everywhere.py shape what it returns), and answers with the official memory server's
+`structuredContent` plus a `context` object; the text starts with a line naming the context and file it used.
+Core errors become `isError` results here, in one place.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.server.mcpserver.tools import Tool
 from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp_types import CallToolResult, NotificationParams, TextContent, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from memory_server import __version__, everywhere, present, results
-from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget, json_tokens
-from memory_server.context_list import contexts_page, fitted
+from memory_server import __version__, context_results, everywhere, present, results, writes
+from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import Contexts, ResolvedContext, new_context
-from memory_server.errors import MemoryServerError, ReadOnlyError, echo
+from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.handshake import SERVER_NAME, EarlyStart
 from memory_server.models import (
@@ -40,17 +38,15 @@ from memory_server.models import (
     RelationsResult,
     SearchResult,
     SuccessResult,
-    lean_schema,
 )
-from memory_server.project import file_uri_path
 from memory_server.protocol import guard_requests
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
+from memory_server.roots import WorkspaceRoots
 from memory_server.search import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore, call_arrived_at
-
-logger = logging.getLogger(__name__)
+from memory_server.tool import make_tool
 
 ContextArg = Annotated[str | None, Field(description="Context for this call (default: active)")]
 ProjectDirArg = Annotated[
@@ -87,8 +83,7 @@ class MemoryTools:
         self.live = live
         self.project_boost = project_boost
         self.budget = budget or Budget()
-        self._roots_stale = True
-        self._roots_lock = anyio.Lock()
+        self.roots = WorkspaceRoots(contexts)
         self._turn = anyio.Lock()
 
     # ---- the nine tools of the official server --------------------------------------------------------------
@@ -99,9 +94,7 @@ class MemoryTools:
         new = [Entity(e.name, e.entityType, list(e.observations)) for e in entities]
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            resolved.require_writable()
-            added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
-            return results.echo(added, "entities", self.budget, "Created", {"entities": len(added)})
+            return writes.create_entities(resolved, store, new, self.budget)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -111,9 +104,7 @@ class MemoryTools:
         new = [Relation(r.source, r.to, r.relationType) for r in relations]
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            resolved.require_writable()
-            added = [r.to_dict() for r in store.mutate(lambda graph: graph.create_relations(new))]
-            return results.echo(added, "relations", self.budget, "Created", {"relations": len(added)})
+            return writes.create_relations(resolved, store, new, self.budget)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -127,11 +118,7 @@ class MemoryTools:
         additions = [(o.entityName, list(o.contents)) for o in observations]
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            resolved.require_writable()
-            done = store.mutate(lambda graph: graph.add_observations(additions))
-            added = [{"entityName": name, "addedObservations": new} for name, new in done]
-            counts = {"entities": len(added), "observations": sum(len(new) for _, new in done)}
-            return results.echo(added, "results", self.budget, "Added", counts)
+            return writes.add_observations(resolved, store, additions, self.budget)
 
         return await self._call(ctx, context, projectDir, work)
 
@@ -227,7 +214,7 @@ class MemoryTools:
             return results.search(outcome, self.budget, cursor, asked)
 
         if context == EVERY_CONTEXT:
-            await self._sync_roots(ctx)
+            await self.roots.sync(ctx)
             return await self._in_order(self._search_everywhere, query, mode, limit, minScore, projectDir, cursor)
         return await self._call(ctx, context, projectDir, work)
 
@@ -257,12 +244,12 @@ class MemoryTools:
         cursor: CursorArg = None,
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
-        await self._sync_roots(ctx)
-        return await self._in_order(self._list_contexts, projectDir, None, cursor, name)
+        await self.roots.sync(ctx)
+        return await self._in_order(self._answer, context_results.listing, projectDir, None, cursor, name)
 
     async def get_active_context(self, ctx: Context, projectDir: ProjectDirArg = None) -> CallToolResult:
-        await self._sync_roots(ctx)
-        return await self._in_order(self._active_report, projectDir, None)
+        await self.roots.sync(ctx)
+        return await self._in_order(self._answer, context_results.active, projectDir, None)
 
     async def set_active_context(
         self,
@@ -271,21 +258,8 @@ class MemoryTools:
         persist: Annotated[bool, Field(description="Also make it the default at future starts")] = False,
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
-        await self._sync_roots(ctx)
-
-        def switch() -> CallToolResult:
-            try:
-                config = self.contexts.registry.get(name)
-                if persist:  # first: a registry that cannot be saved leaves the switch undone
-                    self._require_writable_registry()
-                    self.contexts.registry.persist_active(config.name)
-                self.contexts.set_active(config.name)
-            except MemoryServerError as problem:
-                return self._failed(problem)
-            saved = " and saved it in contexts.json" if persist else " for this session"
-            return self._active_report(projectDir, f"Switched to context '{config.name}'{saved}.")
-
-        return await self._in_order(switch)
+        await self.roots.sync(ctx)
+        return await self._in_order(self._answer, context_results.switch, name, persist, projectDir)
 
     async def add_context(
         self,
@@ -330,7 +304,7 @@ class MemoryTools:
             return await anyio.to_thread.run_sync(functools.partial(_arrived_at, arrived, fn), *args)
 
     async def _call(self, ctx: Context, name: str | None, project_dir: str | None, work: Work) -> CallToolResult:
-        await self._sync_roots(ctx)
+        await self.roots.sync(ctx)
         result, store, changed = await self._in_order(self._run, name, project_dir, work)
         if store is not None:
             self.live.watch(store)
@@ -341,17 +315,8 @@ class MemoryTools:
     async def _call_admin(
         self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str
     ) -> CallToolResult:
-        await self._sync_roots(ctx)
-
-        def run() -> CallToolResult:
-            try:
-                self._require_writable_registry()
-                change()
-            except MemoryServerError as problem:
-                return self._failed(problem)
-            return self._list_contexts(project_dir, note=done)
-
-        return await self._in_order(run)
+        await self.roots.sync(ctx)
+        return await self._in_order(self._answer, context_results.changed, change, project_dir, done)
 
     def _run(
         self, name: str | None, project_dir: str | None, work: Work
@@ -366,11 +331,12 @@ class MemoryTools:
             version = store.version
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            failed = _error(resolved, self._warnings(store, resolved), str(problem), name or self.contexts.active_name)
+            warnings = context_results.result_warnings(self.contexts, store, resolved)
+            failed = _error(resolved, warnings, str(problem), name or self.contexts.active_name)
             return failed, store, False
         finally:
             self.live.trim()
-        warnings = self._warnings(store, resolved)
+        warnings = context_results.result_warnings(self.contexts, store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
@@ -396,104 +362,19 @@ class MemoryTools:
             self.live.trim()  # memories not used lately are released (as after every call, see _run)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
-    def _active_report(self, project_dir: str | None, note: str | None) -> CallToolResult:
+    def _answer(self, shape: Callable[..., tuple[dict[str, Any], str]], *args: Any) -> CallToolResult:
+        """A contexts tool's result, or its error headed by the active context."""
         try:
-            config = self.contexts.active_config()
+            structured, text = shape(self.contexts, self.budget, *args)
         except MemoryServerError as problem:
             return self._failed(problem)
-        resolved: ResolvedContext | None = None
-        try:
-            resolved = self.contexts.resolve_config(config, project_dir)
-        except MemoryServerError as problem:
-            info = fitted(present.context_info(self.contexts, config, None, str(problem)), self.budget)
-            where = f"its file cannot be resolved now: {problem}"
-            fallback = self._resolve_active(project_dir)
-            if fallback is not None:
-                where += f" Until it can, the other tools use the '{fallback.name}' context ({fallback.path})"
-        else:
-            info = fitted(present.context_info(self.contexts, config, resolved, None), self.budget)
-            where = f"it uses {resolved.path}"
-            if resolved.project is not None:
-                info["projectMarker"] = resolved.project.marker
-                where += f" (project {resolved.project.root}, found by its {resolved.project.marker})"
-        structured: dict[str, Any] = {"active": info, "context": self._summary(resolved)}
-        warnings = self._warnings(None)
-        if warnings:
-            structured["warnings"] = warnings
-        body = f"{note + ' ' if note else ''}Active context '{config.name}': {where}."
-        text = present.text(resolved, warnings, body, config.name)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-
-    def _require_writable_registry(self) -> None:
-        if self.contexts.read_only:
-            raise ReadOnlyError(f"{self.contexts.registry.file} (the server runs with --read-only)")
-
-    def _summary(self, resolved: ResolvedContext | None) -> dict[str, Any]:
-        """The `context` object of a result: the context used, or the active one with no path when it has none."""
-        if resolved is not None:
-            return resolved.summary()
-        try:
-            read_only = self.contexts.read_only or self.contexts.active_config().read_only
-        except MemoryServerError:
-            read_only = self.contexts.read_only
-        return {"name": self.contexts.active_name, "path": None, "readOnly": read_only}
-
-    def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
-        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.problems()]
-        note = store.take_warning() if store is not None else None
-        return present.bounded_warnings([*warnings, note] if note else warnings)
-
-    def _list_contexts(
-        self, project_dir: str | None, note: str | None = None, cursor: str | None = None, name: str | None = None
-    ) -> CallToolResult:
-        resolved = self._resolve_active(project_dir)
-        warnings = self._warnings(None, resolved)
-        try:
-            page = contexts_page(self.contexts, self.budget.less(json_tokens(warnings)), project_dir, cursor, name)
-        except MemoryServerError as problem:
-            return self._failed(problem)
-        structured = page.structured
-        structured["context"] = self._summary(resolved)
-        if note:
-            structured["message"] = note
-        if warnings:
-            structured["warnings"] = warnings
-        body = "\n".join([*([note] if note else []), *page.lines])
-        text = present.text(resolved, warnings, body, self.contexts.active_name)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
 
     def _failed(self, problem: Exception) -> CallToolResult:
         """An error result headed by the active context, for tools that are not about one memory file."""
-        resolved = self._resolve_active(None)
-        return _error(resolved, self._warnings(None, resolved), str(problem), self.contexts.active_name)
-
-    def _resolve_active(self, project_dir: str | None) -> ResolvedContext | None:
-        try:
-            return self.contexts.resolve(None, project_dir)
-        except MemoryServerError:
-            return None
-
-    async def _sync_roots(self, ctx: Context) -> None:
-        """Ask the client for its workspace roots when they may have changed (start, roots/list_changed)."""
-        async with self._roots_lock:  # concurrent calls wait for the answer rather than use stale roots
-            if self._roots_stale:
-                self._roots_stale = False  # asked once per change, even if the client cannot answer
-                await self._read_roots(ctx)
-
-    async def _read_roots(self, ctx: Context) -> None:
-        capabilities = ctx.client_capabilities
-        if capabilities is None or capabilities.roots is None:
-            return
-        try:
-            with anyio.fail_after(5):
-                result = await ctx.session.list_roots()
-        except Exception as problem:  # a client that cannot answer leaves detection to the other rules
-            logger.warning("Could not read the client's workspace roots: %s", problem)
-            return
-        self.contexts.roots = [p for p in (file_uri_path(str(r.uri)) for r in result.roots) if p is not None]
-
-    def roots_changed(self) -> None:
-        self._roots_stale = True
+        resolved = context_results.resolve_active(self.contexts, None)
+        warnings = context_results.result_warnings(self.contexts, None, resolved)
+        return _error(resolved, warnings, str(problem), self.contexts.active_name)
 
 
 def build_server(
@@ -578,7 +459,7 @@ def build_server(
         name=SERVER_NAME,
         version=__version__,
         instructions=instructions if instructions is not None else present.instructions(contexts),
-        tools=[_tool(fn, title, description, hints) for fn, title, description, hints in specs],
+        tools=[make_tool(fn, title, description, hints) for fn, title, description, hints in specs],
         subscriptions=bus,
         lifespan=lambda _server: live.running(),
     )
@@ -586,7 +467,7 @@ def build_server(
     guard_requests(server._lowlevel_server)  # noqa: SLF001
 
     async def on_roots_changed(_ctx: Any, _params: Any) -> None:
-        tools.roots_changed()
+        tools.roots.changed()
 
     # MCPServer has no public hook for client notifications; the low-level server does.
     server._lowlevel_server.add_notification_handler(  # noqa: SLF001
@@ -608,51 +489,8 @@ async def serve_stdio(server: MCPServer, early: EarlyStart | None = None) -> Non
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
-class _Tool(Tool):
-    """A tool whose argument errors say, field by field, what was wrong (instead of pydantic's report), and whose
-    crashes say what happened (instead of only "Error executing tool")."""
-
-    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
-        try:
-            return await super().run(arguments, context, convert_result=convert_result)
-        except ToolError as problem:
-            cause = problem.__cause__
-            if isinstance(cause, ValidationError):
-                text = present.argument_problems(self.name, cause.errors())
-            elif isinstance(problem, UnexpectedToolError) and cause is not None:  # a bug of ours
-                logger.error("%s crashed", self.name, exc_info=cause)
-                text = (
-                    f"{self.name} failed on an unexpected error ({type(cause).__name__}: {echo(str(cause))}); this is "
-                    "a bug in the memory server, whose log on stderr has the details. Check the arguments for unusual "
-                    "characters, and read the memory before retrying a change."
-                )
-            else:
-                raise
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-
-def _tool(fn: Callable[..., Any], title: str, description: str, annotations: ToolAnnotations) -> Tool:
-    tool = _Tool.from_function(fn, title=title, description=description, annotations=annotations)
-    # Every chat pays for the tool list: schemas as lean as they can be, items' properties in place as in the
-    # official server's.
-    tool.parameters = lean_schema(tool.parameters)
-    if tool.fn_metadata.output_schema is not None:
-        tool.fn_metadata.output_schema = lean_schema(tool.fn_metadata.output_schema)
-    # The schema stays published; the SDK's check of each result against it is dropped: our results are built
-    # from the models the schema comes from, and checking a large graph again cost more than building it.
-    tool.fn_metadata.output_model = None
-    return tool
-
-
 def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
-    message = f"{what} deleted successfully"
-
-    def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-        resolved.require_writable()
-        store.mutate(change)
-        return {"success": True, "message": message}, message
-
-    return work
+    return lambda resolved, store: writes.delete(resolved, store, change, what)
 
 
 def _error(

@@ -1,9 +1,11 @@
-"""Large graphs for the tests of the result budget: made by code, the same every run."""
+"""Large graphs and texts for the tests of the result budget: made by code, the same every run."""
 
 from __future__ import annotations
 
 import json
 import random
+
+from memory_server.budget import Budget, json_tokens, text_tokens
 
 TYPES = ["person", "person", "project", "city", "Person", "tool"]
 WORDS = [
@@ -37,3 +39,13 @@ def big_graph_text(n: int, seed: int = 7) -> str:
             target = f"missing {i}"
         lines.append({"type": "relation", "from": source, "to": target, "relationType": rng.choice(["knows", "uses"])})
     return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
+
+
+def pasted(seed: int, words: int = 40_000) -> str:
+    vocabulary = ["the", "budget", "report", "quarterly", "revenue", "forecast", "meeting", "notes", "deadline"]
+    return " ".join(vocabulary[(i * 7 + seed) % len(vocabulary)] for i in range(words))  # ~300,000 characters
+
+
+def within(budget: Budget, shaped: tuple[dict, str]) -> bool:
+    structured, text = shaped
+    return budget.unlimited or max(text_tokens(text), json_tokens(structured)) <= budget.max_tokens

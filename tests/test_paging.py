@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.paging import Cursor, CursorError, Listing, cached, neighbourhood, overview
+from memory_server.paging import Cursor, CursorError, Listing, cached, neighbourhood
 
 
 def graph_of(*lines: dict) -> KnowledgeGraph:
@@ -139,17 +139,6 @@ def test_the_fingerprint_follows_names_and_order_not_observations():
     assert one.fingerprint == listing_of(graph_of(e("a", "t", "y", "z"), e("b"), r("a", "b"))).fingerprint
     assert one.fingerprint != listing_of(graph_of(e("b"), e("a"), r("a", "b"))).fingerprint
     assert one.fingerprint != listing_of(graph_of(e("a"), e("b"), r("a", "b", "likes"))).fingerprint
-
-
-def test_overview_counts_types_and_the_most_connected():
-    graph = graph_of(
-        e("a", "person", "1", "2"), e("b", "person"), e("c", "project"), e("d", "person"),
-        r("a", "c"), r("b", "c"), r("d", "c"), r("a", "b"), r("c", "c", "self"),
-    )  # fmt: skip
-    summary = overview(graph)
-    assert summary["entities"] == 4 and summary["relations"] == 5 and summary["observations"] == 2
-    assert summary["entityTypes"] == {"person": 3, "project": 1}
-    assert [(h["name"], h["relations"]) for h in summary["mostConnected"]] == [("c", 4), ("a", 2), ("b", 2), ("d", 1)]
 
 
 def test_neighbourhood_rings_in_file_order():

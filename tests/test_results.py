@@ -1,14 +1,14 @@
-"""Results cut to the budget, in process: pages, cursors, details, neighbours, search pages, write echoes."""
+"""Results cut to the budget, in process: pages, cursors, details, neighbours, search pages (write echoes: test_writes.py)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from sample_graphs import big_graph_text
+from sample_graphs import big_graph_text, pasted, within
 
 from memory_server import present, results
-from memory_server.budget import Budget, json_tokens, text_tokens
+from memory_server.budget import Budget, text_tokens
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph
 from memory_server.paging import CursorError
@@ -20,11 +20,6 @@ from memory_server.store import GraphStore
 @pytest.fixture(scope="module")
 def graph_2000() -> KnowledgeGraph:
     return KnowledgeGraph.parse(big_graph_text(2000))
-
-
-def within(budget: Budget, shaped: tuple[dict, str]) -> bool:
-    structured, text = shaped
-    return budget.unlimited or max(text_tokens(text), json_tokens(structured)) <= budget.max_tokens
 
 
 def page_through(graph, budget, query: GraphQuery) -> tuple[list[dict], list[dict], int]:
@@ -237,19 +232,6 @@ def test_a_keyword_search_beyond_the_budget_is_cut_and_pages(keyword_store):
         results.search(outcome, budget, results.search(outcome, budget, None, asked)[0]["nextCursor"], other)
 
 
-def test_write_echoes_stay_short():
-    items = [{"name": f"n{i}", "entityType": "t", "observations": ["some words here"] * 5} for i in range(2000)]
-    small = results.echo(items[:3], "entities", Budget(), "Created", {"entities": 3})
-    assert small == ({"entities": items[:3]}, present.as_json(items[:3]))
-    structured, text = shaped = results.echo(items, "entities", Budget(), "Created", {"entities": 2000})
-    assert within(Budget(), shaped) and json_tokens(structured) < Budget().max_tokens / 2
-    assert structured["total"] == {"entities": 2000} and structured["entities"] == items[: len(structured["entities"])]
-    assert text.startswith("Created: 2000 entities, all saved.")
-    one = [{"entityName": "log", "addedObservations": ["line " * 40] * 3000}]
-    structured, text = shaped = results.echo(one, "results", Budget(), "Added", {"entities": 1, "observations": 3000})
-    assert within(Budget(), shaped) and "of 3000 addedObservations shown" in text
-
-
 def test_the_graph_resource_is_an_overview_and_a_page_when_large(graph_2000):
     small = KnowledgeGraph.parse(big_graph_text(10))
     assert json.loads(results.graph_document(small, Budget(), "default", True)) == official(small)
@@ -269,11 +251,6 @@ def search_of(tmp_path, entities: list[Entity], query: str, mode: str = "keyword
     path.write_text("".join(json.dumps({"type": "entity", **e.to_dict()}) + "\n" for e in entities), encoding="utf-8")
     outcome = Searcher(EmbedderSlot("none")).search([Target("default", GraphStore(path))], query, mode, limit, None)
     return outcome, SearchCall(query, mode, limit, None, None, ("default",))
-
-
-def pasted(seed: int, words: int = 40_000) -> str:
-    vocabulary = ["the", "budget", "report", "quarterly", "revenue", "forecast", "meeting", "notes", "deadline"]
-    return " ".join(vocabulary[(i * 7 + seed) % len(vocabulary)] for i in range(words))  # ~300,000 characters
 
 
 @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
@@ -354,12 +331,3 @@ def test_an_unknown_type_is_quoted_short_with_the_types_there_are():
     structured, text = results.read_graph(graph, Budget(), GraphQuery(entity_type="y" * 1_000_000), "default")
     assert structured["entities"] == [] and len(text) < 2_000
     assert "1,000,000 characters" in text and "and 10 more" in text
-
-
-def test_an_echo_of_pasted_documents_shows_each_briefly():
-    items = [{"name": f"Doc {i}", "entityType": "document", "observations": [pasted(i), "short"]} for i in range(3)]
-    structured, text = results.echo(items, "entities", Budget(), "Created", {"entities": 3})
-    assert [e["name"] for e in structured["entities"]] == ["Doc 0", "Doc 1", "Doc 2"]
-    assert all(e["observations"][1] == "short" and len(e["observations"][0]) < 400 for e in structured["entities"])
-    assert text.startswith("Created: 3 entities, all saved. To keep this result short it repeats them, with long")
-    assert len(text) < 2_000

@@ -14,14 +14,13 @@ from pathlib import Path
 import filelock
 import pytest
 
+from memory_server import files
 from memory_server.errors import (
     LockTimeoutError,
     LockUnavailableError,
-    MemoryFileError,
     NotAMemoryFileError,
     ReadOnlyFileError,
 )
-from memory_server import files
 from memory_server.files import lock_path_for
 from memory_server.graph import Changes, Entity, KnowledgeGraph, Relation
 from memory_server.store import GraphStore

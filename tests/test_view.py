@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import server_env
 from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, sync_playwright
 
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.view import page_data, render_page, script_json
-from helpers import server_env
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Without the background-networking flags this machine's closed network refuses Chromium's many connections.

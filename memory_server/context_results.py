@@ -1,0 +1,115 @@
+"""The contexts tools' results: list_contexts (also after add_context and remove_context), get_active_context,
+set_active_context; and what heads every tool's result: the `context` object and the warnings. No MCP in here:
+each function returns the structured content and the text, or raises the core's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memory_server import present
+from memory_server.budget import Budget, json_tokens
+from memory_server.context_list import contexts_page, fitted
+from memory_server.contexts import Contexts, ResolvedContext
+from memory_server.errors import MemoryServerError, ReadOnlyError
+from memory_server.results import Shaped
+from memory_server.store import GraphStore
+
+
+def listing(
+    contexts: Contexts,
+    budget: Budget,
+    project_dir: str | None,
+    note: str | None = None,
+    cursor: str | None = None,
+    name: str | None = None,
+) -> Shaped:
+    """list_contexts: a page of the contexts (or the one called `name`), after `note` on what was just done."""
+    resolved = resolve_active(contexts, project_dir)
+    warnings = result_warnings(contexts, None, resolved)
+    page = contexts_page(contexts, budget.less(json_tokens(warnings)), project_dir, cursor, name)
+    structured = page.structured
+    structured["context"] = context_object(contexts, resolved)
+    if note:
+        structured["message"] = note
+    if warnings:
+        structured["warnings"] = warnings
+    body = "\n".join([*([note] if note else []), *page.lines])
+    return structured, present.text(resolved, warnings, body, contexts.active_name)
+
+
+def changed(
+    contexts: Contexts, budget: Budget, change: Callable[[], Any], project_dir: str | None, done: str
+) -> Shaped:
+    """add_context, remove_context: `change` made to the registry, then the contexts as they are now."""
+    require_writable_registry(contexts)
+    change()
+    return listing(contexts, budget, project_dir, note=done)
+
+
+def active(contexts: Contexts, budget: Budget, project_dir: str | None, note: str | None) -> Shaped:
+    """get_active_context: the active context and where its file is now (or why it cannot be worked out)."""
+    config = contexts.active_config()
+    resolved: ResolvedContext | None = None
+    try:
+        resolved = contexts.resolve_config(config, project_dir)
+    except MemoryServerError as problem:
+        info = fitted(present.context_info(contexts, config, None, str(problem)), budget)
+        where = f"its file cannot be resolved now: {problem}"
+        fallback = resolve_active(contexts, project_dir)
+        if fallback is not None:
+            where += f" Until it can, the other tools use the '{fallback.name}' context ({fallback.path})"
+    else:
+        info = fitted(present.context_info(contexts, config, resolved, None), budget)
+        where = f"it uses {resolved.path}"
+        if resolved.project is not None:
+            info["projectMarker"] = resolved.project.marker
+            where += f" (project {resolved.project.root}, found by its {resolved.project.marker})"
+    structured: dict[str, Any] = {"active": info, "context": context_object(contexts, resolved)}
+    warnings = result_warnings(contexts, None)
+    if warnings:
+        structured["warnings"] = warnings
+    body = f"{note + ' ' if note else ''}Active context '{config.name}': {where}."
+    return structured, present.text(resolved, warnings, body, config.name)
+
+
+def switch(contexts: Contexts, budget: Budget, name: str, persist: bool, project_dir: str | None) -> Shaped:
+    """set_active_context: switch to the context `name` (and save it as the default with `persist`)."""
+    config = contexts.registry.get(name)
+    if persist:  # first: a registry that cannot be saved leaves the switch undone
+        require_writable_registry(contexts)
+        contexts.registry.persist_active(config.name)
+    contexts.set_active(config.name)
+    saved = " and saved it in contexts.json" if persist else " for this session"
+    return active(contexts, budget, project_dir, f"Switched to context '{config.name}'{saved}.")
+
+
+def require_writable_registry(contexts: Contexts) -> None:
+    if contexts.read_only:
+        raise ReadOnlyError(f"{contexts.registry.file} (the server runs with --read-only)")
+
+
+def context_object(contexts: Contexts, resolved: ResolvedContext | None) -> dict[str, Any]:
+    """The `context` object of a result: the context used, or the active one with no path when it has none."""
+    if resolved is not None:
+        return resolved.summary()
+    try:
+        read_only = contexts.read_only or contexts.active_config().read_only
+    except MemoryServerError:
+        read_only = contexts.read_only
+    return {"name": contexts.active_name, "path": None, "readOnly": read_only}
+
+
+def result_warnings(contexts: Contexts, store: GraphStore | None, resolved: ResolvedContext | None = None) -> list[str]:
+    """What a result warns about: the context's, the registry's, and the memory file's latest warning."""
+    warnings = [*(resolved.warnings if resolved else ()), *contexts.problems()]
+    note = store.take_warning() if store is not None else None
+    return present.bounded_warnings([*warnings, note] if note else warnings)
+
+
+def resolve_active(contexts: Contexts, project_dir: str | None) -> ResolvedContext | None:
+    try:
+        return contexts.resolve(None, project_dir)
+    except MemoryServerError:
+        return None

@@ -1,0 +1,89 @@
+"""The six write tools' work on one memory: the change, made under its lock (GraphStore.mutate), and the result.
+No MCP in here: each function returns the structured content and the text.
+
+A creation's result echoes what it added, as the official server's does; an echo too long for the budget
+repeats only the first items, long texts shortened (the caller has just sent them all). A deletion's result is
+the official server's message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memory_server import present
+from memory_server.budget import (
+    ECHO_SHARE,
+    SKELETON_RESERVE,
+    Budget,
+    clip_long,
+    cut_item,
+    item_tokens,
+    largest_fitting,
+    prefix_fitting,
+)
+from memory_server.contexts import ResolvedContext
+from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.results import Shaped
+from memory_server.store import GraphStore
+
+
+def create_entities(resolved: ResolvedContext, store: GraphStore, new: list[Entity], budget: Budget) -> Shaped:
+    resolved.require_writable()
+    added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
+    return echo(added, "entities", budget, "Created", {"entities": len(added)})
+
+
+def create_relations(resolved: ResolvedContext, store: GraphStore, new: list[Relation], budget: Budget) -> Shaped:
+    resolved.require_writable()
+    added = [r.to_dict() for r in store.mutate(lambda graph: graph.create_relations(new))]
+    return echo(added, "relations", budget, "Created", {"relations": len(added)})
+
+
+def add_observations(
+    resolved: ResolvedContext, store: GraphStore, additions: list[tuple[str, list[str]]], budget: Budget
+) -> Shaped:
+    resolved.require_writable()
+    done = store.mutate(lambda graph: graph.add_observations(additions))
+    added = [{"entityName": name, "addedObservations": new} for name, new in done]
+    counts = {"entities": len(added), "observations": sum(len(new) for _, new in done)}
+    return echo(added, "results", budget, "Added", counts)
+
+
+def delete(resolved: ResolvedContext, store: GraphStore, change: Callable[[KnowledgeGraph], None], what: str) -> Shaped:
+    """A deletion of entities, observations or relations (`what`), as `change` makes it."""
+    resolved.require_writable()
+    store.mutate(change)
+    message = f"{what} deleted successfully"
+    return {"success": True, "message": message}, message
+
+
+def echo(items: list[dict[str, Any]], key: str, budget: Budget, done: str, counts: dict[str, int]) -> Shaped:
+    """A write's echo of what it added, as the official server gives it, or, when that is too long, with long
+    texts shortened and only the first items: the caller has just sent them all."""
+    budget = budget.share(ECHO_SHARE)
+    whole: Shaped = ({key: items}, present.as_json(items))
+    if budget.fits(*whole):
+        return whole
+    counted = ", ".join(f"{number} {what}" for what, number in counts.items())
+    clipped = [clip_long(item, _ECHO_TEXT_TOKENS) for item in items]
+    shortened = any(a is not b for a, b in zip(clipped, items, strict=True))
+
+    def build(n: int) -> Shaped:
+        shown = clipped[:n]
+        note = None
+        if n == 1 and not budget.fits({key: shown}, present.as_json(shown)):
+            first, note = cut_item(clipped[0], budget.fill - SKELETON_RESERVE)
+            shown = [first]
+        which = f"only the first {n}" if n < len(items) else "them"
+        lead = f"{done}: {counted}, all saved. To keep this result short it repeats {which}" + (
+            ", with long texts shortened:" if shortened else ":"
+        )
+        text = "\n".join(filter(None, [lead, note and f"(in that one: {note})", present.as_json(shown)]))
+        return {key: shown, "total": counts}, text
+
+    guess = prefix_fitting(lambda i: item_tokens(clipped[i]), len(items), budget.fill - SKELETON_RESERVE)
+    return largest_fitting(budget, build, guess, len(items))[1:]
+
+
+_ECHO_TEXT_TOKENS = 50  # a text repeated in a write's echo, when the echo is too long whole: about 200 characters
