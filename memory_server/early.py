@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 
 from memory_server import present, results
 from memory_server.budget import Budget
+from memory_server.context_results import result_warnings
 from memory_server.contexts import Contexts, ResolvedContext
 from memory_server.errors import MemoryServerError
 from memory_server.everywhere import EVERY_CONTEXT
@@ -206,23 +207,18 @@ class EarlyAnswers:
                 version = store.version
                 structured, text = work(resolved, store)
         except MemoryServerError as problem:
-            warnings = [w for w in self._warnings(store, resolved) if w != str(problem)]
+            warnings = [w for w in result_warnings(self.contexts, store, resolved) if w != str(problem)]
             return _result(present.text(resolved, warnings, str(problem), name or self.contexts.active_name))
         finally:
             for released in self.contexts.trim():  # LiveUpdates.trim
                 self.searcher.forget(released.path)
-        warnings = self._warnings(store, resolved)
+        warnings = result_warnings(self.contexts, store, resolved)
         structured["context"] = resolved.summary()
         if warnings:
             structured["warnings"] = warnings
         if store.version != version:
             store.announce()  # nobody can have subscribed yet: the state counts as told, as after server.py's call
         return _result(present.text(resolved, warnings, text), structured)
-
-    def _warnings(self, store: GraphStore | None, resolved: ResolvedContext | None) -> list[str]:
-        warnings = [*(resolved.warnings if resolved else ()), *self.contexts.problems()]
-        note = store.take_warning() if store is not None else None
-        return present.bounded_warnings([*warnings, note] if note else warnings)
 
 
 def plain_arguments(schema: dict[str, Any], arguments: Any, known: tuple[str, ...]) -> dict[str, Any] | None:
