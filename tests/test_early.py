@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from helpers import connect, ok, server_env
+from mcp_types import Icon, Implementation
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from test_live_updates import Updates
 
@@ -188,7 +189,11 @@ def test_what_the_sdk_would_read_otherwise_is_left_to_it(world):
     assert answers.answer(message(1, "tools/list", {"cursor": "x"})) is None
     assert answers.answer(message(2, "resources/list")) is None
     assert answers.answer(message(True, "ping")) is None  # type: ignore[arg-type]
-    assert answers.answer(message(3, "ping", {"_meta": {"progressToken": 1}})) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    assert answers.answer(message(3, "ping", {"_meta": {"progressToken": 1}})) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {},
+    }
 
 
 def test_a_client_with_roots_gets_its_tools_from_the_sdk(world):
@@ -313,3 +318,18 @@ async def test_a_memory_read_before_the_sdk_was_loaded_is_watched_for_subscriber
         with open(elsewhere / "work.jsonl", "a") as file:
             file.write('{"type":"entity","name":"Budget","entityType":"task","observations":[]}\n')
         await updates.wait("memory://contexts/work")
+
+
+@pytest.mark.anyio
+async def test_the_sdks_client_sees_the_same_tools_and_results_either_way(world):
+    # A client whose clientInfo has icons is left to the SDK from initialize on (handshake.py); a plain one gets
+    # the early answers. The SDK's own client reads both alike.
+    sdk_client = Implementation(name="icons", version="1", icons=[Icon(src="https://example.org/icon.png")])
+    seen = []
+    for options in ({}, {"client_info": sdk_client}):
+        async with connect(server_env(), SERVER, cwd=world / "nowhere", **options) as session:
+            tools = [tool.model_dump() for tool in (await session.list_tools()).tools]
+            found = [(await session.call_tool(tool, arguments)).model_dump() for tool, arguments in EARLY_CALLS[:9]]
+            seen.append((tools, found))
+    assert seen[0] == seen[1]
+    assert len(seen[0][0]) == 14 and not any(result["is_error"] for result in seen[0][1][:3])
