@@ -15,7 +15,9 @@ the SDK and reach it in order, after the `initialize` request and the notificati
 stage had not been. The stage also ends as soon as the SDK is ready.
 
 The SDK starts loading once the client pauses (IDLE), so that its import does not slow the first answers (both
-are Python, sharing one interpreter lock), or at once where stdin cannot be polled (Windows).
+are Python, sharing one interpreter lock), or at once where stdin cannot be polled (Windows). Meanwhile the active
+context's memory is read in another thread, in the moments the client spends reading our answers and writing its
+next request: most first calls need it, and parsing it is most of their time.
 """
 
 from __future__ import annotations
@@ -53,7 +55,6 @@ DEFAULT_LIMIT = 10  # search_nodes' default limit, as in server.py
 
 T = TypeVar("T")
 Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
-_KEEP = object()  # a notification: the SDK gets it, nobody waits for an answer
 
 
 ARGUMENTS = {  # the arguments of the tools answered here; a schema that names others leaves the tool to the SDK
