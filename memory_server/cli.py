@@ -74,22 +74,34 @@ def _serve(options: argparse.Namespace) -> None:
         contexts.registry.file,
         contexts.active_name,
     )
-    # The client waits for the answer to initialize: it gets it before the MCP SDK, the heavy part, is imported.
+    # The client waits for the answer to initialize: it gets it before the MCP SDK, the heavy part, is imported;
+    # then the tool list and the first reads while the SDK loads (early.py).
     instructions = present.instructions(contexts)
     early = handshake.answer_initialize(instructions)
+    from memory_server.budget import Budget
+    from memory_server.early import EarlyAnswers, serve_until_loaded
+    from memory_server.search import Searcher
+
+    searcher = Searcher(embeddings(options))
+
+    def load_sdk() -> Any:
+        from memory_server.server import build_server
+
+        return build_server(
+            contexts,
+            searcher,
+            context_admin=not options.no_context_admin,
+            project_boost=options.project_boost,
+            max_result_tokens=options.max_result_tokens,
+            instructions=instructions,
+        )
+
+    answers = EarlyAnswers(contexts, searcher, Budget(options.max_result_tokens), not options.no_context_admin)
+    early, server = serve_until_loaded(early, answers, load_sdk)
     import anyio
 
-    from memory_server.search import Searcher
-    from memory_server.server import build_server, serve_stdio
+    from memory_server.server import serve_stdio
 
-    server = build_server(
-        contexts,
-        Searcher(embeddings(options)),
-        context_admin=not options.no_context_admin,
-        project_boost=options.project_boost,
-        max_result_tokens=options.max_result_tokens,
-        instructions=instructions,
-    )
     anyio.run(serve_stdio, server, early)
 
 

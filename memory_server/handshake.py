@@ -4,9 +4,10 @@ Importing the SDK is most of a start (building its protocol types takes about ha
 node takes to start the whole official server), and a client waits for the answer to `initialize` before it asks
 anything else. So the server reads the first line itself and, when it is a plain `initialize` request, answers it
 as the SDK would (the same capabilities, server info and instructions, and the SDK's choice of protocol version),
-then loads the SDK. The request still goes to the SDK, so the session knows its client; the SDK's own answer to it
-is not sent again (stdio.py), and one that differs from ours is logged. Anything else on the first line (another
-method, a request the SDK might refuse) waits for the SDK, as it always did.
+then answers what it can while the SDK loads (early.py). The request still goes to the SDK, so the session knows
+its client; the SDK's own answer to it is not sent again (stdio.py), and one that differs from ours is logged.
+Anything else on the first line (another method, a request the SDK might refuse) waits for the SDK, as it always
+did.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ _FIRST_LINE_LIMIT = 1 << 20  # a first line longer than this is left to the SDK
 @dataclass(frozen=True)
 class EarlyStart:
     """What happened before the SDK was loaded: the bytes read from stdin (the first request and anything after
-    it), which the transport reads first, and the answer sent to `initialize` (None: nothing was sent)."""
+    it), which the transport reads first, the answer sent to `initialize` (None: nothing was sent), and the
+    descriptor of the real stdout once fd 1 was pointed at stderr (early.py; None: fd 1 is still stdout)."""
 
     read: bytes = b""
     answer: dict[str, Any] | None = None
+    output: int | None = None
 
 
 def answer_initialize(instructions: str, stdin: int = 0, stdout: int = 1) -> EarlyStart:

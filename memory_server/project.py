@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
-from urllib.request import url2pathname
 
 from memory_server.errors import MemoryServerError, echo, listed
 from memory_server.git import find_checkout
@@ -151,6 +150,8 @@ def folder_from(value: str) -> Path:
 
 def file_uri_path(uri: str) -> Path | None:
     """The local path of a `file://` URI (percent-decoded, Windows drive letters understood); None otherwise."""
+    from urllib.request import url2pathname  # here: that module brings http, email and ssl, 30 ms of every start
+
     parsed = urlparse(uri)
     if parsed.scheme.lower() != "file":
         return None

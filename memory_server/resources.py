@@ -123,6 +123,8 @@ class LiveUpdates:
         """Watch files for as long as the server runs; stop at once when it ends."""
         with contextlib.suppress(MemoryServerError):
             self.watch(self.contexts.store(self.contexts.resolve()))
+        for store in self.contexts.open_stores():  # memories read before the SDK was loaded (early.py)
+            self.watch(store)
         self.watcher.watch(self.contexts.registry.directory)
         async with anyio.create_task_group() as group:
             group.start_soon(self.watcher.run)

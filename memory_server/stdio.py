@@ -16,7 +16,8 @@ batch's answers fit in the budget.
 While serving, file descriptor 1 points at stderr, so a stray `print` anywhere cannot corrupt the protocol.
 
 A first `initialize` answered before the SDK was loaded (handshake.py) is read again from what was read then and
-handed to the SDK; the SDK's answer to it is not sent a second time.
+handed to the SDK, with the notifications and the requests left unanswered while it loaded (early.py); the SDK's
+answer to it is not sent a second time.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ async def stdio_transport(early: EarlyStart | None = None) -> AsyncIterator[tupl
     """The (read, write) message streams of an MCP session on this process's stdin and stdout, after what `early`
     read and answered before the SDK was loaded."""
     stdin = anyio.wrap_file(os.fdopen(os.dup(0), "rb"))
-    stdout = anyio.wrap_file(os.fdopen(os.dup(1), "wb"))
+    stdout = anyio.wrap_file(os.fdopen(early.output if early and early.output is not None else os.dup(1), "wb"))
     os.dup2(2, 1)  # from now on fd 1 is stderr: only this transport writes to the real stdout
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
