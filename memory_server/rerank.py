@@ -276,8 +276,9 @@ def model_name(embedder: Embedder | None, reader: Reader | None) -> str | None:
 def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
     cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
-    counts when the static cut-off kept it or its cosine reaches COSINE_ALONE; those under RERANK_FLOOR of the best
-    blend are left out. Name matches keep their place on top."""
+    counts when the static cut-off kept it, or its cosine reaches COSINE_ALONE and its blend RERANK_FLOOR of the
+    best (a pool of two close matches stretches one to nothing: the cut-off's own choice stays). Name matches keep
+    their place on top."""
     named = [h for h in hits if h.hit.rank >= NAME_MATCH_RANK]
     others = [h for h in hits if h.hit.rank < NAME_MATCH_RANK]
     if not others:
@@ -289,11 +290,12 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
     weight = _weights(others)
     blend = weight * _stretched(cosines) + (1 - weight) * _stretched(static)
-    counts = np.array([id(h.hit) in kept for h in others]) | (read & (cosines >= COSINE_ALONE))
+    before = np.array([id(h.hit) in kept for h in others])
+    counts = before | (read & (cosines >= COSINE_ALONE))
     if not counts.any():
         return sorted(named, key=lambda labelled: -labelled.hit.rank)
     floor = RERANK_FLOOR * float(blend[counts].max())
-    chosen = [n for n in np.argsort(-blend, kind="stable") if counts[n] and blend[n] >= floor]
+    chosen = [n for n in np.argsort(-blend, kind="stable") if before[n] or (counts[n] and blend[n] >= floor)]
     again = [
         replace(others[n], hit=replace(others[n].hit, score=float(blend[n]), rank=float(blend[n]))) for n in chosen
     ]
