@@ -35,6 +35,8 @@ class SentenceEncoder:
             raise ValueError(f"{folder} holds no BERT model with gelu (config.json: {config.get('model_type')!r})")
         self.folder = folder
         self.heads = int(config["num_attention_heads"])
+        if int(config["hidden_size"]) % self.heads:
+            raise ValueError(f"{folder}: hidden_size {config['hidden_size']} is not a multiple of {self.heads} heads")
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         weights = load_file(str(folder / "model.safetensors"))
@@ -42,16 +44,20 @@ class SentenceEncoder:
         self.w = {k[len(prefix) :]: v.astype(np.float32) for k, v in weights.items() if k.startswith(prefix)}
         for i in range(self.layers):  # one product for query, key and value
             at = f"encoder.layer.{i}.attention.self."
-            self.w[f"{at}qkv.weight"] = np.concatenate([self.w[f"{at}{p}.weight"] for p in ("query", "key", "value")]).T
-            self.w[f"{at}qkv.bias"] = np.concatenate([self.w[f"{at}{p}.bias"] for p in ("query", "key", "value")])
+            parts = [self.w.pop(f"{at}{p}.weight") for p in ("query", "key", "value")]
+            self.w[f"{at}qkv.weight"] = np.ascontiguousarray(np.concatenate(parts).T)
+            self.w[f"{at}qkv.bias"] = np.concatenate([self.w.pop(f"{at}{p}.bias") for p in ("query", "key", "value")])
         for name in [k for k in self.w if k.endswith(".weight") and ("dense" in k)]:
             self.w[name] = np.ascontiguousarray(self.w[name].T)  # (in, out): x @ w
         self.dim = int(config["hidden_size"])
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         bert = folder / "sentence_bert_config.json"
         longest = json.loads(bert.read_text(encoding="utf-8")).get("max_seq_length") if bert.is_file() else None
-        self.tokenizer.enable_truncation(int(longest or MAX_TOKENS))
+        positions = len(self.w["embeddings.position_embeddings.weight"])
+        self.tokenizer.enable_truncation(min(int(longest or MAX_TOKENS), positions))
         self.tokenizer.no_padding()
+        if not np.isfinite(self.encode(["a sentence"])).all():  # NaN weights load, then would fill the cache
+            raise ValueError(f"{folder}: the model gives vectors that are not finite numbers")
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """One unit vector (float32) per text."""

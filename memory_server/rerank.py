@@ -1,8 +1,8 @@
 """A second reading of a search by a transformer sentence encoder (all-MiniLM-L6-v2, run by minilm.py), when one is
 installed: the `rerank` extra, a folder named by --reranker, or the model in the Hugging Face cache.
 
-The static model ranks fast but reads words one at a time; the transformer reads the sentence ("do I eat meat" and
-"Pescatarian"), at about 100 times the cost per text. So it reads only a pool per memory: the static ranking's best
+The static model ranks fast but reads words one at a time; the transformer reads the sentence ("what car do I drive"
+and "2018 Nissan Leaf"), at about 100 times the cost per text. So it reads only a pool per memory: the static ranking's best
 candidates, the user's own facts and those of the people they name by role when the question is in the first person,
 and, once it has read a whole small memory, its own best documents. Each document is read as the user would say it:
 "I: Pescatarian", "my wife Aisha Bello: Midwife" (memory_server.user knows who is who), and its vector is kept on
@@ -61,7 +61,8 @@ QUERIES_KEPT = 256
 
 def find_model(requested: str | None) -> tuple[Path | None, str | None]:
     """The model folder to use (None: no transformer) and, when it is not what was asked for, why."""
-    if requested is not None and requested.strip().lower() == OFF:
+    requested = (requested or "").strip() or None  # an empty setting is no setting
+    if requested is not None and requested.lower() == OFF:
         return None, None
     if requested:
         folder = Path(requested).expanduser()

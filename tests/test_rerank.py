@@ -1,6 +1,8 @@
 """The transformer's second reading of a search (memory_server.rerank): where the model is found, what it changes
 in a ranking, that it reads no text twice, and that search goes on without it."""
 
+import json
+
 import pytest
 
 from memory_server.embeddings import EmbedderSlot
@@ -119,6 +121,41 @@ def test_without_the_reranker_search_ranks_as_before(tmp_path, setting):
     assert outcome.model == "bundled:all-MiniLM-L6-v2-static-256"
     assert embeddings.reranker.reader is None
     assert (embeddings.reranker.note is None) == (setting == "none")
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"num_attention_heads": 7}, "not a multiple of 7 heads"),
+        ({"model_type": "roberta"}, "no BERT model"),
+    ],
+)
+def test_a_broken_model_folder_leaves_the_static_ranking_and_says_why(tmp_path, change, said):
+    real, _ = find_model(None)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (folder / name).symlink_to(real / name)
+    config = json.loads((real / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, **change}), encoding="utf-8")
+    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 100000}', encoding="utf-8")
+    embeddings = slot(tmp_path, str(folder))
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    outcome = Searcher(embeddings).search([Target("m", store)], "Sligo Rovers", "hybrid", 10, None)
+    assert outcome.model == "bundled:all-MiniLM-L6-v2-static-256" and outcome.hits
+    assert embeddings.reranker.reader is None and said in embeddings.reranker.note
+
+
+def test_a_text_longer_than_the_models_positions_is_cut_to_them(tmp_path):
+    real, _ = find_model(None)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        (folder / name).symlink_to(real / name)
+    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 100000}', encoding="utf-8")
+    store = store_with(tmp_path, "long", [Entity("Essay", "note", ["words about the garden " * 900])])
+    outcome = Searcher(slot(tmp_path, str(folder))).search([Target("m", store)], "garden", "hybrid", 10, None)
+    assert "re-ranked by" in outcome.model and outcome.hits[0].hit.entity.name == "Essay"
 
 
 @pytest.mark.anyio
