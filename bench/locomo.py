@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 from personal_memory import override
 
-from memory_server.embeddings import load_embedder
+from memory_server.embeddings import EmbedderSlot, load_embedder
 from memory_server.graph import Entity
-from memory_server.search import GraphIndex, KeywordIndex
+from memory_server.rerank import RerankerSlot
+from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
 from memory_server.store import GraphStore
 
 # The shared folder sits beside the checkout (main) or a few levels up (a worktree).
@@ -34,7 +35,8 @@ SHARED = next(
     (p / "shared" / "bench" / "locomo" for p in Path(__file__).resolve().parents if (p / "shared" / "bench").is_dir()),
     Path("shared/bench/locomo"),
 )
-MODES = ("keyword", "semantic", "hybrid")
+MODES = ("keyword", "semantic", "hybrid", "reranked")  # reranked: hybrid read again by the transformer (rerank.py)
+RERANKED = Searcher(EmbedderSlot(reranker=RerankerSlot()))
 
 
 def shared_loader():
@@ -64,7 +66,7 @@ def build_graph(conversation, setup: str, folder: Path):
             documents.setdefault((speaker, said), []).append(number)
     store.mutate(lambda graph: graph.create_entities(entities.values()))
     with store.reading() as graph:
-        return GraphIndex(graph), KeywordIndex(graph), documents
+        return GraphIndex(graph), KeywordIndex(graph), documents, store
 
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -73,9 +75,14 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 def evaluate(conversations, setup: str, mode: str, embedder, folder: Path) -> dict[str, float]:
     recall5, recall10, reciprocal, latency, category = [], [], [], [], []
     for conversation in conversations:
-        index, keywords, documents = build_graph(conversation, setup, folder)
+        index, keywords, documents, store = build_graph(conversation, setup, folder)
+        if mode == "reranked":
+            RERANKED.search([Target("m", store)], "warm up", "hybrid", 10, None)
+            RERANKED.embeddings.reranker.get().wait(RERANKED.holds(store))  # read whole, as a server would have
 
         def rank(query: str, limit: int | None):
+            if mode == "reranked":
+                return [h.hit for h in RERANKED.search([Target("m", store)], query, "hybrid", limit, None).hits]
             return keywords.hits(query, limit) if mode == "keyword" else index.rank(query, mode, embedder, limit)
 
         for question in conversation.questions:
@@ -111,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=SHARED / "locomo_dev.json")
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--setups", default="turns,facts")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
     options = parser.parse_args(argv)
     override(options.set)
@@ -122,6 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|" + "---|" * len(CATEGORIES) + "---|")
     with tempfile.TemporaryDirectory() as folder:
         for setup, source in (("turns", "turns"), ("facts", "observations")):
+            if setup not in options.setups.split(","):
+                continue
             conversations, _ = load(str(options.data), {1, 2, 3, 4}, source=source)
             for mode in options.modes.split(","):
                 m = evaluate(conversations, setup, mode, embedder, Path(folder))

@@ -37,6 +37,7 @@ from pathlib import Path
 from memory_server import present
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
+from memory_server.rerank import RerankerSlot
 from memory_server.search import Searcher, Target
 from memory_server.server import PROJECT_BOOST
 from memory_server.store import GraphStore
@@ -176,12 +177,13 @@ def evaluate(searcher: Searcher, targets: list[Target], questions: list[Question
 
 def override(settings: list[str]) -> None:
     """Set constants of the ranking modules (e.g. ENTITY_POOL=0.3), to measure an idea before making it the default."""
-    modules = [importlib.import_module(f"memory_server.{name}") for name in ("search", "lexical", "user") if settings]
+    names = ("search", "rerank", "lexical", "user")
+    modules = [importlib.import_module(f"memory_server.{name}") for name in names if settings]
     for setting in settings:
         name, _, value = setting.partition("=")
         module = next((m for m in modules if hasattr(m, name)), None)
         if module is None:
-            raise SystemExit(f"no constant {name} in memory_server.search, .lexical or .user")
+            raise SystemExit(f"no constant {name} in memory_server.search, .rerank, .lexical or .user")
         setattr(module, name, type(getattr(module, name))(value))
         print(f"set {module.__name__}.{name} = {getattr(module, name)}")
 
@@ -195,6 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
     parser.add_argument("--misses", action="store_true", help="print the questions whose answer is not in the top 3")
+    parser.add_argument("--reranker", default=None, help="transformer folder, or 'none' (default: the installed one)")
+    parser.add_argument("--cache", type=Path, help="keep the vectors made here, for the next run (default: none)")
+    parser.add_argument("--cold", action="store_true", help="do not wait for the re-ranker to read each memory whole")
     parser.add_argument("--boost", type=float, default=PROJECT_BOOST, help="the project's preference (three contexts)")
     parser.add_argument("--rename", metavar="OLD=NEW", help="rename an entity, e.g. the user to default_user")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override a search constant")
@@ -205,9 +210,14 @@ def main(argv: list[str] | None = None) -> None:
     questions = read_questions(folder, memories)
     if options.rename:
         rename(memories, questions, *options.rename.split("="))
-    slot = EmbedderSlot(options.model)
+    slot = EmbedderSlot(options.model, options.cache)
+    slot.reranker = RerankerSlot(options.reranker, options.cache)
     searcher = Searcher(slot)
-    print(f"model: {slot.get()[0] and slot.get()[0].name}; persona: {options.persona}; mode: {options.mode}")
+    reader = slot.reranker.get()
+    print(
+        f"model: {slot.get()[0] and slot.get()[0].name}; re-ranker: {reader and reader.name} "
+        f"{slot.reranker.note or ''}; persona: {options.persona}; mode: {options.mode}"
+    )
     print(
         "| setup | questions | hit@1 | hit@3 | MRR | matches returned | no-answer questions: mean returned, empty "
         "| characters per result |"
@@ -215,6 +225,10 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
         for setup, targets in setups(Path(scratch), memories, options.boost).items():
+            if reader is not None and not options.cold:  # the steady state: each memory read whole once
+                for target in targets:
+                    searcher.search([target], "warm up", options.mode, LIMIT, None)
+                    reader.wait(searcher.holds(target.store))
             if options.misses:
                 print(f"{setup}:")
             m = evaluate(searcher, targets, questions, options.mode, options.misses)

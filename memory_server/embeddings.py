@@ -20,6 +20,8 @@ from memory_server.lazy import lazy_module
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memory_server.rerank import RerankerSlot
 else:
     np = lazy_module("numpy")  # imported at the first search, not at start-up
 
@@ -185,6 +187,7 @@ class EmbedderSlot:
     cache_dir: Path | None = None  # where the memories' vector caches live (None: no cache)
     embedder: Embedder | None = None
     note: str | None = None  # why the requested model is not the one in use
+    reranker: RerankerSlot | None = None  # a transformer's second reading of the best candidates (rerank.py)
     _ready: threading.Event = field(default_factory=threading.Event)
     _starting: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None

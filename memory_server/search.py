@@ -29,8 +29,8 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -38,10 +38,22 @@ from memory_server.answers import Shape, asked_shape, has_shape
 from memory_server.documents import Snapshot
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entities and Target are imported from here too)
+    NAME_MATCH_RANK,
+    Hit,
+    LabelledHit,
+    Mode,
+    Outcome,
+    Target,
+    preferred,
+    ranked_entities,
+    relevant,
+)
 from memory_server.index import DocumentIndex
 from memory_server.joined import JoinedText
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, words
+from memory_server.rerank import RERANK_POOL, model_name, reordered
 from memory_server.store import GraphStore
 from memory_server.user import User, role_documents, user_of
 from memory_server.vector_cache import VectorCache
@@ -53,10 +65,10 @@ else:
 
 if TYPE_CHECKING:
     from memory_server.contexts import Contexts, ResolvedContext
+    from memory_server.rerank import Reader
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["hybrid", "semantic", "keyword"]
 IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
@@ -74,19 +86,7 @@ ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents
 IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
 ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documents of the entity a first-person
 # question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
-RELATIVE_FLOOR = 0.5  # a match standing under this share of the best one's standing (in any context) is left out
-NAME_MATCH_RANK = 10.0  # added to the sort key of name matches, so that no boost or blend can pass them
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
-
-
-@dataclass(frozen=True)
-class Hit:
-    entity: Entity
-    observation: str | None  # None when the entity's name or type matched
-    score: float  # in [0, 1], reported
-    rank: float = 0.0  # sorts hits: the score, plus NAME_MATCH_RANK for a name containing the query (twice if equal)
-    relevance: float = 1.0  # what the cut-off compares: how far the score (without any preference for the user or
-    # the project) stands above the query's usual score in its memory
 
 
 class GraphIndex(DocumentIndex):
@@ -146,8 +146,20 @@ class GraphIndex(DocumentIndex):
             # (raw scores all sit near the static model's baseline cosine: a share of the best would keep them all).
             standing = NAME_MATCH_RANK if d in named else max((relevance[d] - usual) / (spread or 1.0), 0.0)
             score = float(order[d])
-            hits.append(Hit(self.entities[self.owner[d]], self.observations[d], min(score, 1.0), score, float(standing)))
+            hits.append(
+                Hit(self.entities[self.owner[d]], self.observations[d], min(score, 1.0), score, float(standing), int(d))
+            )
         return hits
+
+    def read_again(self, reader: Reader, store: GraphStore, query: str, hits: list[Hit]) -> list[Hit]:
+        """`hits` and the rest of the transformer's pool (rerank.py), each with its cosine for `query`."""
+        given = {h.document: h for h in hits}
+        pool, cosines = reader.cosines(self, store, query, list(given), is_first_person(query))
+        out = []
+        for d, cosine in zip(pool.tolist(), cosines.tolist()):
+            hit = given.get(d) or Hit(self.entities[self.owner[d]], self.observations[d], 0.0, 0.0, 0.0, d)
+            out.append(replace(hit, cosine=cosine))
+        return out
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
@@ -268,13 +280,6 @@ def _stands_out(cosines: np.ndarray, mean: float, deviation: float) -> np.ndarra
     return cosines >= max(SEMANTIC_ALONE, mean + bar * deviation)
 
 
-def relevant(hits: Sequence[Hit]) -> list[Hit]:
-    """The hits that pass the cut-off, in their order: one cut-off for all of them, whatever memory they come from."""
-    best = max((h.relevance for h in hits if h.rank < NAME_MATCH_RANK), default=0.0)
-    floor = RELATIVE_FLOOR * best
-    return [h for h in hits if h.rank >= NAME_MATCH_RANK or (h.relevance > 0 and h.relevance >= floor)]
-
-
 class KeywordIndex:
     """The official server's search, fast: each entity's name, type and observations lower-cased into one string
     that `str.find` scans, instead of lower-casing every text of the graph on every query."""
@@ -328,25 +333,11 @@ def _first_match(entity: Entity, needle: str) -> str | None:
     return next((o for o in entity.observations if needle in o.lower()), None)
 
 
-def ranked_entities(hits: Iterable[Hit]) -> list[Entity]:
-    """Each entity once, in the order of its best hit."""
-    return list({id(h.entity): h.entity for h in hits}.values())
-
-
 def _top(scores: np.ndarray, limit: int | None) -> np.ndarray:
     if limit is None or limit >= len(scores):
         return np.argsort(-scores, kind="stable")
     candidates = np.argpartition(-scores, limit)[:limit]
     return candidates[np.argsort(-scores[candidates], kind="stable")]
-
-
-def _preferred(hit: Hit, preference: float) -> Hit:
-    """The hit with its memory's preference applied: scores of relevant hits grow by that share (the cut-off
-    still judges the relevance alone, so a preference never brings back a hit it leaves out)."""
-    if not preference or hit.rank >= NAME_MATCH_RANK:
-        return hit
-    factor = 1 + preference
-    return Hit(hit.entity, hit.observation, min(hit.score * factor, 1.0), hit.rank * factor, hit.relevance)
 
 
 def _nothing_found(memories: int, mode: Mode, min_score: float | None) -> str:
@@ -361,35 +352,9 @@ def _nothing_found(memories: int, mode: Mode, min_score: float | None) -> str:
     return f"nothing relevant found in {where}; try " + ", ".join(tries[:-1]) + f" or {tries[-1]}"
 
 
-@dataclass(frozen=True)
-class Target:
-    """One memory to search: its label (the context name), its store, and a preference for its hits: the share by
-    which their scores grow once they pass the cut-off (the current project's, in a search of every context)."""
-
-    label: str
-    store: GraphStore
-    boost: float = 0.0
-
-
 def every_target(contexts: Contexts, resolved: ResolvedContext, project_boost: float) -> Target:
     """One context of a search across every context: the current project's memory gets `project_boost`."""
     return Target(resolved.name, contexts.store(resolved), project_boost if resolved.project is not None else 0.0)
-
-
-@dataclass(frozen=True)
-class LabelledHit:
-    hit: Hit
-    label: str
-    relations: tuple[Relation, ...]  # of the hit's entity, in its own graph
-
-
-@dataclass
-class Outcome:
-    hits: list[LabelledHit]
-    mode: Mode
-    model: str | None
-    semantic: bool
-    note: str | None
 
 
 class Searcher:
@@ -410,6 +375,9 @@ class Searcher:
         embedder, note = self.embeddings.get() if mode != "keyword" else (None, None)
         if mode == "semantic" and embedder is None:
             note = (f"{note}; " if note else "") + "semantic mode needs the embedding model, so keywords (BM25) ranked"
+        slot = self.embeddings.reranker
+        reader = slot.get() if slot is not None and embedder is not None else None
+        pool = limit if reader is None or limit is None else max(limit, RERANK_POOL)
         hits: list[LabelledHit] = []
         for target in targets:
             with target.store.reading() as graph:
@@ -418,13 +386,17 @@ class Searcher:
                         found = keywords.hits(query, limit)
                 else:
                     with self._using(GraphIndex, target.store, graph) as index:
-                        found = index.candidates(query, mode, embedder, limit)
+                        found = index.candidates(query, mode, embedder, pool)
+                        if reader is not None:
+                            found = index.read_again(reader, target.store, query, found)
                 touching: dict[str, tuple[Relation, ...]] = {}
                 for hit in found:
                     if hit.entity.name not in touching:
                         touching[hit.entity.name] = tuple(graph.relations_touching([hit.entity.name]))
-                    hits.append(LabelledHit(_preferred(hit, target.boost), target.label, touching[hit.entity.name]))
-        if mode != "keyword":
+                    hits.append(LabelledHit(preferred(hit, target.boost), target.label, touching[hit.entity.name]))
+        if reader is not None:
+            hits = reordered(hits)
+        elif mode != "keyword":
             kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits])}
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if min_score is not None:
@@ -433,7 +405,7 @@ class Searcher:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
         return Outcome(
-            hits[:limit] if limit is not None else hits, mode, embedder and embedder.name, bool(embedder), note
+            hits[:limit] if limit is not None else hits, mode, model_name(embedder, reader), bool(embedder), note
         )
 
     def warm(self, store: GraphStore) -> None:

@@ -58,6 +58,7 @@ class User:
     number: int
     names: tuple[str, ...]  # lower-case first names and aliases ("hannah"), without generic ones ("default_user")
     own: np.ndarray  # the documents of the user's own observations, in every entity that is the user
+    selves: frozenset[int]  # the entities that are the user
     roles: dict[int, frozenset[str]]  # entity number -> words saying what it is to the user ("my mother")
     said: dict[int, frozenset[str]]  # the same, with relation types as the memory says them ("child of": the user
     # is the child), which a question without "my ..." is read against ("who do I report to")
@@ -73,7 +74,8 @@ def user_of(index: GraphIndex) -> User | None:
     selves = _selves(index, number, full)
     names = tuple(dict.fromkeys([*names, *(n for s in selves for n in _names(index.entities[s])[0])]))
     own = np.flatnonzero(np.isin(index.owner, selves))
-    return User(number, names, own, _roles(index, selves, names, True), _roles(index, selves, names, False))
+    roles, said = _roles(index, selves, names, True), _roles(index, selves, names, False)
+    return User(number, names, own, frozenset(int(s) for s in selves), roles, said)
 
 
 def _selves(index: GraphIndex, number: int, full_names: Iterable[str]) -> list[int]:

