@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from memory_server.hits import NAME_MATCH_RANK, LabelledHit, relevant
 from memory_server.lazy import lazy_module
+from memory_server.vector_cache import VectorCache, text_keys
 
 if TYPE_CHECKING:
     import numpy as np
@@ -156,7 +157,8 @@ class Reader:
             pool.update(dict.fromkeys(int(d) for d in roles))
         found = memory.best(index, asked, OWN_BEST)
         pool.update(dict.fromkeys(found))
-        chosen = [d for d in pool if index.observations[d] is not None or d in documents]
+        given = set(documents)
+        chosen = [d for d in pool if index.observations[d] is not None or d in given]
         texts = [_text(index, d) for d in chosen]
         vectors = self._vectors(memory, texts, READ_AT_ONCE)
         return np.asarray(chosen, dtype=np.int64), vectors @ asked
@@ -173,17 +175,18 @@ class Reader:
 
     def _vectors(self, memory: _MemoryVectors, texts: list[str], budget: int | None) -> np.ndarray:
         """The vector of each text (a row of NaN for one left for later: over `budget` texts to read now)."""
-        missing = [t for t in dict.fromkeys(texts) if t not in memory.vectors]
+        keys = text_keys(texts).tolist()  # the vector cache's keys: a text is held once, by the index
+        missing = {key: text for key, text in zip(keys, texts) if key not in memory.vectors}
         if missing:
-            memory.load(missing)
-            missing = [t for t in missing if t not in memory.vectors][:budget]
-        if missing:
-            with self._lock:
-                made = self.encoder.encode(missing)
-            memory.add(missing, made)
+            memory.load(list(missing))
+            unread = [(key, text) for key, text in missing.items() if key not in memory.vectors][:budget]
+            if unread:
+                with self._lock:
+                    made = self.encoder.encode([text for _, text in unread])
+                memory.add([key for key, _ in unread], made)
         out = np.full((len(texts), self.encoder.dim), np.nan, dtype=np.float32)
-        for row, text in enumerate(texts):
-            vector = memory.vectors.get(text)
+        for row, key in enumerate(keys):
+            vector = memory.vectors.get(key)
             if vector is not None:
                 out[row] = vector
         return out
@@ -204,7 +207,7 @@ class Reader:
             texts = [_text(index, d) for d in range(len(index.observations)) if index.observations[d] is not None]
             for start in range(0, len(texts), READ_AT_ONCE):
                 self._vectors(memory, texts[start : start + READ_AT_ONCE], None)
-            memory.whole = texts
+            memory.whole = True
         except Exception:  # the index changed under us: the next search reads on
             logger.debug("Reading a memory whole was interrupted", exc_info=True)
 
@@ -214,50 +217,45 @@ class Reader:
         if memory is not None and memory.reading is not None:
             memory.reading.join(timeout)
 
-    def _cache(self, store: GraphStore):
+    def _cache(self, store: GraphStore) -> VectorCache | None:
         if self.cache_dir is None:
             return None
-        from memory_server.vector_cache import VectorCache
-
         folder = self.cache_dir / ("transformer-" + re.sub(r"[^\w.-]+", "-", self.name))
         return VectorCache(folder, store.path, self.name, self.encoder.dim)
 
 
 class _MemoryVectors:
-    """The transformer's vectors of one memory's texts, read back from its cache or made, by text."""
+    """The transformer's vectors of one memory's texts, read back from its cache or made, by the text's key."""
 
-    def __init__(self, cache) -> None:
+    def __init__(self, cache: VectorCache | None) -> None:
         self.cache = cache
-        self.vectors: dict[str, np.ndarray] = {}
+        self.vectors: dict[bytes, np.ndarray] = {}
         self.reading: threading.Thread | None = None
-        self.whole: list[str] | None = None  # texts read in the background
+        self.whole = False  # every text of the memory read (in the background)
         self._matrix: tuple[tuple[int, int], list[int], np.ndarray] | None = None
 
-    def load(self, texts: list[str]) -> None:
+    def load(self, keys: list[bytes]) -> None:
         if self.cache is None:
             return
-        from memory_server.vector_cache import text_keys
-
-        for positions, vectors in self.cache.read(text_keys(texts)):
+        for positions, vectors in self.cache.read(np.array(keys, dtype="S16")):
             for position, vector in zip(positions.tolist(), vectors):
-                self.vectors[texts[position]] = vector
+                self.vectors[keys[position]] = vector
 
-    def add(self, texts: list[str], vectors: np.ndarray) -> None:
-        self.vectors.update(zip(texts, vectors))
+    def add(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        self.vectors.update(zip(keys, vectors))
         if self.cache is not None:
-            from memory_server.vector_cache import text_keys
-
-            self.cache.append(text_keys(texts), vectors)
+            self.cache.append(np.array(keys, dtype="S16"), vectors)
 
     def best(self, index: GraphIndex, query: np.ndarray, count: int) -> list[int]:
         """The documents of `index` the transformer finds nearest `query`, once the memory was read whole."""
-        if self.whole is None:
+        if not self.whole:
             return []
         state = (id(index), index.updates)
         if self._matrix is None or self._matrix[0] != state:
             documents = [d for d in range(len(index.observations)) if index.observations[d] is not None]
             zero = np.zeros(len(query), dtype=np.float32)
-            rows = [self.vectors.get(_text(index, d), zero) for d in documents]
+            keys = text_keys([_text(index, d) for d in documents]).tolist()
+            rows = [self.vectors.get(key, zero) for key in keys]
             self._matrix = (state, documents, np.stack(rows) if rows else zero[None, :0])
         _, documents, matrix = self._matrix
         if not documents:
