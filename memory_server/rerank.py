@@ -5,7 +5,7 @@ The static model ranks fast but reads words one at a time; the transformer reads
 and "2018 Nissan Leaf"), at about 100 times the cost per text. So it reads only a pool per memory: the static ranking's best
 candidates, the user's own facts and those of the people they name by role when the question is in the first person,
 and, once it has read a whole small memory, its own best documents. Each document is read as the user would say it:
-"I: Pescatarian", "my wife Aisha Bello: Midwife" (memory_server.user knows who is who), and its vector is kept on
+"I am: Pescatarian", "my wife Aisha Bello: Midwife" (memory_server.user knows who is who), and its vector is kept on
 disk (vector_cache.py) so no text is read twice.
 
 Measured on bench/personal_memory.py (dev personas) before any constant here was set; see the README.
@@ -49,8 +49,8 @@ PACKAGED = (
 )
 RERANK_POOL = 30  # candidates per memory the transformer reads again (rerank.py), when one is installed
 RERANK_WEIGHT = 0.8  # share of its cosine in the order it gives for a short note, the rest the static score
-LONG_WEIGHT = 0.4  # and for a long passage (see _weights)
-SHORT_NOTE, LONG_NOTE = 8, 20  # words
+LONG_WEIGHT = 0.3  # and for a long passage (see _weights)
+SHORT_NOTE, LONG_NOTE = 8, 12  # words
 COSINE_ALONE = 0.35  # its cosine with which a document counts even when the static cut-off left it out (a lower
 # one, 0.2, found no more answers on the dev personas and returned more for the questions without one)
 RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
@@ -324,8 +324,9 @@ def _name(folder: Path) -> str:
 
 
 def _text(index: GraphIndex, document: int) -> str:
-    """A document as the user would say it: "I: ..." for their own facts, "my wife Aisha Bello: ..." for those of
-    someone they name by role, "Name: ..." otherwise."""
+    """A document as the user would say it: "I am: ..." for their own facts (the model matches "where do I work"
+    to "I am: Backend engineer, Tallyo" better than to "I: ..." or "Name: ..."), "my wife Aisha Bello: ..." for
+    those of someone they name by role, "Name: ..." otherwise."""
     entity = index.owner[document]
     observation = index.observations[document]
     name = index.entities[entity].name
@@ -334,7 +335,7 @@ def _text(index: GraphIndex, document: int) -> str:
     user = index.user
     if user is not None:
         if entity in user.selves:
-            return f"I: {observation}"
+            return f"I am: {observation}"
         roles = user.roles.get(int(entity))
         if roles:
             return f"my {' '.join(sorted(roles))} {name}: {observation}"

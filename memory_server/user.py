@@ -60,8 +60,9 @@ class User:
     own: np.ndarray  # the documents of the user's own observations, in every entity that is the user
     selves: frozenset[int]  # the entities that are the user
     roles: dict[int, frozenset[str]]  # entity number -> words saying what it is to the user ("my mother")
-    said: dict[int, frozenset[str]]  # the same, with relation types as the memory says them ("child of": the user
-    # is the child), which a question without "my ..." is read against ("who do I report to")
+    said: dict[int, frozenset[str]]  # the same, from relations and types only, with relation types as the memory
+    # says them ("child of": the user is the child), which a question without "my ..." is read against ("who do I
+    # report to")
 
 
 def user_of(index: GraphIndex) -> User | None:
@@ -71,23 +72,39 @@ def user_of(index: GraphIndex) -> User | None:
         return None
     entity = index.entities[number]
     names, full = _names(entity)
-    selves = _selves(index, number, full)
+    selves = _selves(index, number, names, full)
     names = tuple(dict.fromkeys([*names, *(n for s in selves for n in _names(index.entities[s])[0])]))
     own = np.flatnonzero(np.isin(index.owner, selves))
     roles, said = _roles(index, selves, names, True), _roles(index, selves, names, False)
     return User(number, names, own, frozenset(int(s) for s in selves), roles, said)
 
 
-def _selves(index: GraphIndex, number: int, full_names: Iterable[str]) -> list[int]:
-    """The entities that are the user: theirs, the ones named with the full name its observations give ("Full name
-    Aoife Gallagher": the work memory's "Aoife Gallagher"), and those an identity relation ties to it ("is", "same
-    as")."""
-    wanted = {name.lower() for name in full_names if " " in name}
+def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: Sequence[str]) -> list[int]:
+    """The entities that are the user: theirs, those an identity relation ties to it ("is", "same as"), and those
+    named as the user is, by a first name or alias of theirs and their surname ("Full name Aoife Gallagher": the
+    work memory's "Aoife Gallagher"; "goes by Tom", "Tomasz Wójcik": "Tom Wójcik"), in the entity's name or in
+    what its own observations say it is ("Rosa", "Full name Rosa María Delgado": "Rosa Delgado")."""
     me = index.entities[number].name
+    known = [name for name in (*full_names, me) if len(name.split()) > 1]
+    wanted = {name.lower() for name in known}
+    surnames = {name.split()[-1].lower() for name in known}
     for source, kind, target in index.links:
         if _relation_words(kind) in IDENTITY_RELATIONS and me in (source, target):
             wanted.add((target if source == me else source).lower())
-    others = [n for n, e in enumerate(index.entities) if n != number and e.name.strip().lower() in wanted]
+    first_names = set(names) | {_first(name) for name in known}
+
+    def named_as_user(entity: Entity) -> bool:
+        if entity.name.strip().lower() in wanted:
+            return True
+        if _first(entity.name) not in first_names:  # the cheap test first: most entities end here
+            return False
+        said = [entity.name, *(m.group(1) for o in entity.observations for m in _ALIAS.finditer(o))]
+        return any(
+            len(name.split()) > 1 and _first(name) in first_names and name.split()[-1].lower() in surnames
+            for name in said
+        )
+
+    others = [n for n, e in enumerate(index.entities) if n != number and named_as_user(e)]
     return [number, *others]
 
 
@@ -115,10 +132,14 @@ def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> i
     for count, number in sorted(people, reverse=True)[:5]:  # the few best connected: counting is a text scan
         first = entities[number].name.split()[0].lower() if entities[number].name.split() else ""
         weight.append((count + (said.count(first) if len(first) > 2 else 0), number))
-    weight.sort(reverse=True)
-    best, number = weight[0]
-    runner_up = weight[1][0] if len(weight) > 1 else 0
-    return number if best >= USER_LEAD * max(runner_up, 3) else None
+    # A clear lead in relations and observations decides; else mentions of the first name count too (a name that is
+    # also a word, "June", is "mentioned" in every date).
+    for ranked in (sorted(people, reverse=True), sorted(weight, reverse=True)):
+        best, number = ranked[0]
+        runner_up = ranked[1][0] if len(ranked) > 1 else 0
+        if best >= USER_LEAD * max(runner_up, 3):
+            return number
+    return None
 
 
 def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
@@ -225,8 +246,8 @@ def _roles(
 ) -> dict[int, frozenset[str]]:
     """What each entity is to the user (whose entities are `selves`), in words: the types of their relations
     ("married to", "reports to"; with `converse`, the user "child of" X makes X the user's "parent"), the entity's
-    own type when few entities share it ("pet"), and what the memory calls it after one of the user's names
-    ("Hannah's manager", "Hannah and Pieter's daughter", "godchild of Hannah")."""
+    own type when few entities share it ("pet"), and, with `converse`, what the memory calls it after one of the
+    user's names ("Hannah's manager", "Hannah and Pieter's daughter", "godchild of Hannah")."""
     numbers = {e.name: n for n, e in enumerate(index.entities)}
     me = {index.entities[n].name for n in selves}
     roles: dict[int, set[str]] = {}
@@ -242,7 +263,9 @@ def _roles(
         kind = index.entities[number].entity_type.strip().lower()
         if kind and types[kind] <= RARE_TYPE * len(index.entities):
             found.add(kind)
-    for name in names:
+    # What the memory calls an entity after the user's name ("Hannah's younger brother") is read only for
+    # questions that say "my ...": without one, "how old am I" would be about the "younger" brother.
+    for name in names if converse else ():
         pattern = re.compile(rf"\b{re.escape(name)}(?: and \w+)?'s ((?:\w+ )?\w+)|\b(\w+) of {re.escape(name)}\b")
         for document in index.documents_saying(name):
             owner = int(index.owner[document])

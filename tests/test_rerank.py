@@ -15,7 +15,14 @@ AOIFE = [
     Entity(
         "default_user",
         "person",
-        ["Name: Aoife Gallagher", "Pescatarian", "Flat white, oat milk", "2018 Nissan Leaf", "Sligo Rovers fan"],
+        [
+            "Name: Aoife Gallagher",
+            "Pescatarian",
+            "Flat white, oat milk",
+            "2018 Nissan Leaf",
+            "Sligo Rovers fan",
+            "Backend engineer, Tallyo",
+        ],
     ),
     Entity("Cian Brennan", "person", ["Midwife, Rotunda Hospital", "12h night shifts, 3 on 4 off"]),
     Entity("Eileen Walsh", "person", ["Neighbour at no. 16", "Husband Paddy in a nursing home"]),
@@ -58,6 +65,9 @@ def test_questions_sharing_no_word_with_the_fact_find_it(tmp_path):
     for question, answer in (
         ("what car do I drive", ("default_user", "2018 Nissan Leaf")),  # the static ranking alone finds nothing
         ("which football team do I support", ("default_user", "Sligo Rovers fan")),
+        # the user's notes are read as the user would say them: "I am: Backend engineer, Tallyo"
+        ("what's my job", ("default_user", "Backend engineer, Tallyo")),
+        ("where do I work", ("default_user", "Backend engineer, Tallyo")),
         ("what does my husband do for a living", ("Cian Brennan", "Midwife, Rotunda Hospital")),
     ):
         outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)

@@ -206,3 +206,58 @@ def test_possessed_words_name_the_entity_asked_about():
 def test_terse_notes_answer_first_person_questions(tmp_path, bundled, question, answer):
     found = search(tmp_path, bundled, [*TERSE, *distractors()], TERSE_RELATIONS, question)
     assert answer in found[:3], found
+
+
+def test_the_user_is_every_entity_named_with_their_first_name_and_surname():
+    """At home the memory knows the user by a first name ("Rosa", with her full name as a note), at work by first
+    name and surname, or by a nickname the notes give ("goes by Tom"): one user. A relative who shares the surname
+    is someone else."""
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("Rosa", "person", ["Full name Rosa María Delgado", "Born June 2, 1976"]),
+            Entity("Rosa Delgado", "owner", ["Owns the bakery on 4th Ave"]),
+            Entity("Hector Delgado", "person", ["Rosa's younger brother"]),
+            Entity("Rosa Martínez", "person", ["Supplier rep, calls on Mondays"]),
+        ]
+    )
+    index = GraphIndex(graph)
+    selves = {index.entities[n].name for n in index.user.selves}
+    assert selves == {"Rosa", "Rosa Delgado"}
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("default_user", "person", ["Name: Tomasz Wójcik, goes by Tom"]),
+            Entity("Tom Wójcik", "person", ["Backend engineer"]),
+            Entity("Kacper Wójcik", "person", ["Tom's son"]),
+        ]
+    )
+    index = GraphIndex(graph)
+    assert {index.entities[n].name for n in index.user.selves} == {"default_user", "Tom Wójcik"}
+
+
+def test_a_first_name_that_is_also_a_month_does_not_hide_the_user():
+    """The user is the person with by far the most relations and notes, even when another's first name ("June") is
+    "mentioned" in every date."""
+    months = [Entity(f"Event {n}", "event", [f"On June {n + 1}, 2025"]) for n in range(40)]
+    rosa = Entity("Rosa", "person", [f"note {n}" for n in range(12)])
+    june = Entity("June Park", "person", ["Public defender", "Runs"])
+    kin = [Entity(f"Kid {n}", "person", ["a child"]) for n in range(6)]
+    relations = [Relation("Rosa", k.name, "parent of") for k in kin] + [Relation("Rosa", "June Park", "married to")]
+    assert find_user([rosa, june, *kin, *months], [(r.source, r.target) for r in relations]) == 0
+
+
+def test_what_the_memory_calls_others_after_the_user_is_read_only_for_questions_that_say_my():
+    """ "Rosa's younger brother" makes Hector the user's brother for "what does my brother do"; a question without
+    "my" ("how old am I") is not about him, however well "old" fits "younger"."""
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("Rosa", "person", ["Born June 2, 1976", "Owns a bakery", "Up at 3:30am", "Lives in Tucson", "Runs"]),
+            Entity("Hector Delgado", "person", ["Rosa's younger brother, 45", "Owns an auto body shop"]),
+            *distractors(),
+        ]
+    )
+    user = GraphIndex(graph).user
+    hector = next(n for n, e in enumerate(GraphIndex(graph).entities) if e.name == "Hector Delgado")
+    assert {"younger", "brother"} <= user.roles[hector] and hector not in user.said
