@@ -208,6 +208,7 @@ class Reader:
             for start in range(0, len(texts), READ_AT_ONCE):
                 self._vectors(memory, texts[start : start + READ_AT_ONCE], None)
             memory.whole = True
+            memory.prune(text_keys(texts).tolist())
         except Exception:  # the index changed under us: the next search reads on
             logger.debug("Reading a memory whole was interrupted", exc_info=True)
 
@@ -245,6 +246,14 @@ class _MemoryVectors:
         self.vectors.update(zip(keys, vectors))
         if self.cache is not None:
             self.cache.append(np.array(keys, dtype="S16"), vectors)
+
+    def prune(self, keys: list[bytes]) -> None:
+        """Keep the vectors of these texts (the memory's, all read) alone: those of text edited or deleted since are
+        dropped, and from the cache on disk once it holds many more than these (vector_cache.PRUNE_AT)."""
+        kept = {key: self.vectors[key] for key in keys if key in self.vectors}
+        self.vectors = kept
+        if self.cache is not None and kept and self.cache.should_prune(len(kept)):
+            self.cache.rewrite(np.array(list(kept), dtype="S16"), [np.stack(list(kept.values()))])
 
     def best(self, index: GraphIndex, query: np.ndarray, count: int) -> list[int]:
         """The documents of `index` the transformer finds nearest `query`, once the memory was read whole."""

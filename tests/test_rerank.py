@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from memory_server import vector_cache
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.rerank import RerankerSlot, find_model
@@ -112,6 +113,35 @@ def test_no_text_is_read_twice_across_restarts(tmp_path, monkeypatch):
     outcome = Searcher(again).search([Target("m", store)], "what car do I drive", "hybrid", 10, None)
     assert ("default_user", "2018 Nissan Leaf") in answers(outcome)
     assert read == ["what car do I drive"]  # the documents' vectors came from the cache
+
+
+def test_the_cache_forgets_the_vectors_of_edited_text(tmp_path, monkeypatch):
+    """A server that starts on a memory edited since reads it whole again, and rewrites a cache that holds many
+    more vectors than the memory has texts: only the texts it holds now stay, and none is read again after."""
+    monkeypatch.setattr(vector_cache, "PRUNE_SLACK", 0)  # a cache this small would otherwise wait for 1,024 more
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+
+    def read_whole(query: str) -> tuple[Searcher, RerankerSlot]:
+        embeddings = slot(tmp_path)  # a new process, as far as the caches can tell
+        searcher = Searcher(embeddings)
+        searcher.search([Target("m", store)], query, "hybrid", 10, None)
+        embeddings.reranker.get().wait(searcher.holds(store))
+        return searcher, embeddings.reranker
+
+    read_whole("which football team do I support")
+    cache = next((tmp_path / "vectors").glob("transformer-*/*.vectors"))
+    before = cache.stat().st_size
+    store.mutate(lambda g: g.delete_entities([e.name for e in AOIFE[6:]]))  # the tickets: 40 texts gone
+    read_whole("what car do I drive")
+    assert cache.stat().st_size < before / 4  # 13 records of 53 stay
+    _, again = read_whole("what car do I drive")
+    read: list[str] = []
+    encode = again.reader.encoder.encode
+    monkeypatch.setattr(again.reader.encoder, "encode", lambda texts: read.extend(texts) or encode(texts))
+    outcome = Searcher(EmbedderSlot(cache_dir=tmp_path / "vectors", reranker=again)).search(
+        [Target("m", store)], "which football team do I support", "hybrid", 10, None
+    )
+    assert ("default_user", "Sligo Rovers fan") in answers(outcome) and read == ["which football team do I support"]
 
 
 def test_a_fact_added_later_is_read_at_the_next_search(tmp_path):
