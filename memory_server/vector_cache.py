@@ -100,8 +100,11 @@ class VectorCache:
         except OSError:
             return
         with handle:
+            header = handle.read(HEADER)
+            if len(header) < HEADER:  # empty, or another process is making it (reads take no lock): nothing yet
+                return
             try:
-                if not self._fits(_parse_header(handle.read(HEADER))):
+                if not self._fits(_parse_header(header)):
                     return
             except ValueError as problem:
                 logger.warning("Ignoring the vector cache %s: %s", self.path, problem)

@@ -81,6 +81,20 @@ def test_another_models_or_a_damaged_header_is_started_again(tmp_path):
     assert other.records() == 1 and sorted(read_all(other, text_keys(["c"]))) == [0]
 
 
+def test_a_cache_another_process_is_making_reads_as_empty_without_a_warning(tmp_path, caplog):
+    """Reads take no lock: a reader may open a cache whose maker has created the file but not yet written its
+    header. That is a cache with nothing in it yet, not a damaged one."""
+    cache = VectorCache(tmp_path / "model", tmp_path / "memory.jsonl", "tiny", 8)
+    cache.append(text_keys(["a"]), vectors(1))
+    whole = cache.path.read_bytes()
+    for made_so_far in (b"", whole[: HEADER // 2]):
+        cache.path.write_bytes(made_so_far)
+        assert read_all(cache, text_keys(["a"])) == {}
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    cache.path.write_bytes(whole)
+    assert sorted(read_all(cache, text_keys(["a"]))) == [0]
+
+
 def test_pruning_keeps_the_vectors_in_use_alone_and_sweeps_leftovers(tmp_path):
     cache = VectorCache(tmp_path / "model", tmp_path / "memory.jsonl", "tiny", 8)
     texts = [f"fact {n}" for n in range(3000)]
