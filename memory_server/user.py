@@ -36,6 +36,11 @@ ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this
 # "Name: Tomasz Wójcik", "Full name Aoife Gallagher", "goes by Tom", "name is Sam": how a memory about
 # "default_user" says who that is (the words are matched in any case, the name must be capitalised).
 _ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
+# An alias names the note's own entity only at the start of a clause ("Name: ...", "Tomasz, goes by Tom", "also
+# called Tom", "my name is ..."): after a noun or a possessive it names another ("Boss's name is Dana Okoro", "a cat
+# called Minou", "a bar known as The Spot"), and a note that opens with "Called ..." is a phone call.
+_CLAUSE_END = tuple(",;:(.!?-\u2013\u2014")
+_BEFORE_ALIAS = frozenset({"also", "usually", "often", "sometimes", "mostly", "be", "been", "my"})
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
 IDENTITY_RELATIONS = frozenset({"is", "same as", "is same as", "also known as", "aka", "alias of", "identical to"})
 # What the other end of a relation is to the user when the relation is said from the user's side: the user is
@@ -88,17 +93,25 @@ def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: 
     known = [name for name in (*full_names, me) if len(name.split()) > 1]
     wanted = {name.lower() for name in known}
     surnames = {name.split()[-1].lower() for name in known}
+    tied: set[str] = set()  # said to be the user by a relation
+    related: set[str] = set()  # in another relation with the user: someone else ("John" -father of-> "John Smith")
     for source, kind, target in index.links:
-        if _relation_words(kind) in IDENTITY_RELATIONS and me in (source, target):
-            wanted.add((target if source == me else source).lower())
+        if me in (source, target):
+            other = (target if source == me else source).lower()
+            (tied if _relation_words(kind) in IDENTITY_RELATIONS else related).add(other)
     first_names = set(names) | {_first(name) for name in known}
 
     def named_as_user(entity: Entity) -> bool:
-        if entity.name.strip().lower() in wanted:
+        lowered = entity.name.strip().lower()
+        if lowered in tied:
+            return True
+        if lowered in related:  # a father and son of one name are two people
+            return False
+        if lowered in wanted:
             return True
         if _first(entity.name) not in first_names:  # the cheap test first: most entities end here
             return False
-        said = [entity.name, *(m.group(1) for o in entity.observations for m in _ALIAS.finditer(o))]
+        said = [entity.name, *(alias for o in entity.observations for alias in _aliases(o))]
         return any(
             len(name.split()) > 1 and _first(name) in first_names and name.split()[-1].lower() in surnames
             for name in said
@@ -208,9 +221,9 @@ def _names(entity: Entity) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names = [] if entity.name.strip().lower() in USER_NAMES else [_first(entity.name)]
     full = []
     for observation in entity.observations:
-        for match in _ALIAS.finditer(observation):
-            names.append(_first(match.group(1)))
-            full.append(match.group(1))
+        for alias in _aliases(observation):
+            names.append(_first(alias))
+            full.append(alias)
     return tuple(n for n in dict.fromkeys(names) if len(n) > 2 and n not in FIRST_PERSON), tuple(full)
 
 
@@ -276,6 +289,18 @@ def _roles(
                 if said:
                     roles.setdefault(owner, set()).update(said)
     return {number: frozenset(found) for number, found in roles.items() if found}
+
+
+def _aliases(observation: str) -> list[str]:
+    """The names a note says its own entity goes by (see _ALIAS and _CLAUSE_END)."""
+    found = []
+    for match in _ALIAS.finditer(observation):
+        before = observation[: match.start()].split()
+        opens = not before or before[-1].endswith(_CLAUSE_END) or before[-1].lower() in _BEFORE_ALIAS
+        phoned = not before and match.group(0).lower().startswith("called")
+        if opens and not phoned:
+            found.append(match.group(1))
+    return found
 
 
 def _first(name: str) -> str:

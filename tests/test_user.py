@@ -261,3 +261,51 @@ def test_what_the_memory_calls_others_after_the_user_is_read_only_for_questions_
     user = GraphIndex(graph).user
     hector = next(n for n, e in enumerate(GraphIndex(graph).entities) if e.name == "Hector Delgado")
     assert {"younger", "brother"} <= user.roles[hector] and hector not in user.said
+
+
+def selves_of(entities: list[Entity], relations: list[Relation] = ()) -> set[str]:
+    graph = KnowledgeGraph()
+    graph.create_entities(entities)
+    graph.create_relations(list(relations))
+    index = GraphIndex(graph)
+    return {index.entities[n].name for n in index.user.selves}
+
+
+def test_a_relative_of_the_users_name_is_someone_else():
+    """A father and son of one name: the father's note gives his full name, the son's, but a relation between them
+    says they are two. Merged, "where do I live" answered with the father's town."""
+    me = Entity("default_user", "person", ["Name: John Smith", "Software engineer", "Lives in Columbus, Ohio"])
+    father = Entity("John", "person", ["Full name John Smith", "Retired carpenter", "Lives in Dayton"])
+    assert selves_of([me, father], [Relation("John", "default_user", "father of")]) == {"default_user"}
+    namesake = Entity("John Smith", "person", ["Retired carpenter"])
+    assert selves_of([me, namesake], [Relation("default_user", "John Smith", "son of")]) == {"default_user"}
+    assert selves_of([me, namesake], [Relation("default_user", "John Smith", "same as")]) == {"default_user", "John Smith"}
+    assert selves_of([me, father]) == {"default_user", "John"}  # nothing says they are two
+
+
+def test_a_name_the_user_gives_someone_or_something_else_is_not_the_users():
+    """ "Boss's name is Dana Okoro", "a spaniel called Bran", "Called Dana about the rise" (a phone call): names, but
+    not the user's. Taken for aliases, Dana would be the user and her notes the user's own."""
+    me = Entity(
+        "default_user",
+        "person",
+        ["Name: Priya Shah", "Boss's name is Dana Okoro", "Has a springer spaniel called Bran", "Called Dana Okoro"],
+    )
+    dana = Entity("Dana Okoro", "person", ["Drives a red Tesla"])
+    bran = Entity("Bran Shah", "pet", ["Eats grain-free food"])
+    graph = KnowledgeGraph()
+    graph.create_entities([me, dana, bran])
+    user = GraphIndex(graph).user
+    assert user.names == ("priya",) and len(user.selves) == 1
+    nicknames = Entity("default_user", "person", ["Name: Dimitra Papadaki, goes by Dimi", "Prefers to be called Mitsa"])
+    graph = KnowledgeGraph()
+    graph.create_entities([nicknames])
+    assert GraphIndex(graph).user.names == ("dimitra", "dimi", "mitsa")
+
+
+def test_a_relative_of_the_users_name_does_not_answer_the_users_questions(tmp_path, bundled):
+    me = Entity("default_user", "person", ["Name: John Smith", "Software engineer at Initech", "Lives in Columbus, Ohio"])
+    father = Entity("John", "person", ["Full name John Smith", "Retired carpenter", "Lives in Dayton"])
+    relations = [Relation("John", "default_user", "father of")]
+    found = search(tmp_path, bundled, [me, father, *distractors()], relations, "where do I live")
+    assert found[0] == ("default_user", "Lives in Columbus, Ohio"), found
