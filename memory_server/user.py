@@ -30,6 +30,7 @@ USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
 USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
 PERSON_TYPES = ("person", "human", "individual", "user", "people", "employee", "self")
 USER_LEAD = 1.5  # how far ahead of the next person the user's entity must be
+USER_NAMESAKES = 3  # at most this many other entities named as the user are the user ("Rosa", "Rosa Delgado")
 RARE_TYPE = 0.05  # an entity's type says what it is to the user ("pet") when at most this share of entities have it
 ROLE_MATCH = 0.55  # cosine a word of the question needs with a role ("boss" and "manager" 0.58)
 ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this of the best fitting one
@@ -118,6 +119,9 @@ def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: 
         )
 
     others = [n for n, e in enumerate(index.entities) if n != number and named_as_user(e)]
+    namesakes = [n for n in others if index.entities[n].name.strip().lower() not in tied]
+    if len(namesakes) > USER_NAMESAKES:  # a name many people carry (a family tree, a directory) singles out none
+        others = [n for n in others if index.entities[n].name.strip().lower() in tied]
     return [number, *others]
 
 

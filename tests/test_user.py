@@ -310,3 +310,14 @@ def test_a_relative_of_the_users_name_does_not_answer_the_users_questions(tmp_pa
     relations = [Relation("John", "default_user", "father of")]
     found = search(tmp_path, bundled, [me, father, *distractors()], relations, "where do I live")
     assert found[0] == ("default_user", "Lives in Columbus, Ohio"), found
+
+
+def test_a_name_many_entities_carry_names_none_of_them_the_user():
+    """A family tree of John Smiths (or a directory of people): the name alone cannot tell which is the user."""
+    me = Entity("default_user", "person", ["Name: John Smith", "Software engineer"])
+    kin = [
+        Entity(f"John ({who})", "person", ["Full name John Smith", f"The user's {who}"])
+        for who in ("father", "grandfather", "uncle", "cousin")
+    ]
+    assert selves_of([me, *kin]) == {"default_user"}
+    assert selves_of([me, *kin[:1]]) == {"default_user", "John (father)"}  # one: nothing says they are two
