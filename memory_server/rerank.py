@@ -208,7 +208,10 @@ class Reader:
             for start in range(0, len(texts), READ_AT_ONCE):
                 self._vectors(memory, texts[start : start + READ_AT_ONCE], None)
             memory.whole = True
-            memory.prune(text_keys(texts).tolist())
+            # Keep the vectors of the texts the memory holds now: one added while this read (and read by a search
+            # since) is not dropped, nor one read here but deleted since kept.
+            now = [_text(index, d) for d in range(len(index.observations)) if index.observations[d] is not None]
+            memory.prune(text_keys(now).tolist())
         except Exception:  # the index changed under us: the next search reads on
             logger.debug("Reading a memory whole was interrupted", exc_info=True)
 

@@ -2,15 +2,17 @@
 in a ranking, that it reads no text twice, and that search goes on without it."""
 
 import json
+import threading
 
 import pytest
 
-from memory_server import vector_cache
+from memory_server import rerank, vector_cache
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.rerank import RerankerSlot, find_model
 from memory_server.search import Searcher, Target
 from memory_server.store import GraphStore
+from memory_server.vector_cache import text_keys
 
 AOIFE = [
     Entity(
@@ -142,6 +144,49 @@ def test_the_cache_forgets_the_vectors_of_edited_text(tmp_path, monkeypatch):
         [Target("m", store)], "which football team do I support", "hybrid", 10, None
     )
     assert ("default_user", "Sligo Rovers fan") in answers(outcome) and read == ["which football team do I support"]
+
+
+def test_a_fact_added_while_the_memory_is_read_whole_keeps_its_vector(tmp_path, monkeypatch):
+    """The background reading of a memory prunes the vectors it holds when done: a fact added (and read by a
+    search) while it read keeps its vector, in memory and on disk, and is not read again after a restart."""
+    monkeypatch.setattr(vector_cache, "PRUNE_SLACK", 0)  # a cache this small would otherwise wait for 1,024 more
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    first = slot(tmp_path)
+    searcher = Searcher(first)
+    searcher.search([Target("m", store)], "which football team do I support", "hybrid", 10, None)
+    first.reranker.get().wait(searcher.holds(store))  # 53 texts in the cache
+    store.mutate(lambda g: g.delete_entities([e.name for e in AOIFE[6:]]))  # the tickets: 40 texts gone
+    reading, edited = threading.Event(), threading.Event()
+    vectors = rerank.Reader._vectors
+
+    def read_slowly(reader, memory, texts, budget):  # the memory changes while the background reads it
+        if budget is None:  # the background reading's batches
+            reading.set()
+            assert edited.wait(60)
+        return vectors(reader, memory, texts, budget)
+
+    monkeypatch.setattr(rerank.Reader, "_vectors", read_slowly)
+    embeddings = slot(tmp_path)  # a new process
+    searcher = Searcher(embeddings)
+    searcher.search([Target("m", store)], "which football team do I support", "hybrid", 10, None)
+    assert reading.wait(60)
+    added = "Has a springer spaniel called Bran"
+    store.mutate(lambda g: g.add_observations([("default_user", [added])]))
+    outcome = searcher.search([Target("m", store)], "do I have a dog", "hybrid", 10, None)  # reads the new fact
+    assert answers(outcome, 1) == [("default_user", added)]
+    edited.set()
+    reader = embeddings.reranker.get()
+    index = searcher.holds(store)
+    reader.wait(index)
+    document = index.observations.index(added)
+    assert text_keys([rerank._text(index, document)])[0] in reader._memories[index].vectors
+    restart = slot(tmp_path)
+    encoder = restart.reranker.get().encoder
+    read: list[str] = []
+    encode = encoder.encode
+    monkeypatch.setattr(encoder, "encode", lambda texts: read.extend(texts) or encode(texts))
+    outcome = Searcher(restart).search([Target("m", store)], "do I have a dog", "hybrid", 10, None)
+    assert answers(outcome, 1) == [("default_user", added)] and read == ["do I have a dog"]
 
 
 def test_a_fact_added_later_is_read_at_the_next_search(tmp_path):
