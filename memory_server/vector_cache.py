@@ -90,6 +90,7 @@ class VectorCache:
         self._record = _record(dim)
         self._lock = filelock.FileLock(lock_path_for(self.path), thread_local=False)
         self._waiting: list[np.ndarray] = []  # records not appended yet: the lock was busy
+        self._failing = False  # the last write failed: said once, not at every batch of a memory read whole
 
     def read(self, keys: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """For the keys the cache holds: their positions in `keys` and their vectors, a chunk at a time."""
@@ -138,11 +139,12 @@ class VectorCache:
                     self._append_locked(fd)
                 finally:
                     os.close(fd)
+            self._failing = False
         except (OSError, MemoryServerError) as problem:  # a full disk, a busy lock...: it is only a cache
             waiting = sum(len(r) for r in self._waiting)
             if waiting > MAX_WAITING:
                 self._waiting.clear()
-            logger.warning("Could not add to the vector cache %s (%s); %d vectors wait", self.path, problem, waiting)
+            self._said(f"Could not add to the vector cache {self.path} ({problem}); {waiting} vectors wait")
 
     def records(self) -> int:
         try:
@@ -169,8 +171,15 @@ class VectorCache:
                 remove_stale_temp_files(self.path)
                 write_atomically(self.path, write)
             self._waiting.clear()
+            self._failing = False
         except (OSError, MemoryServerError) as problem:
-            logger.warning("Could not rewrite the vector cache %s: %s", self.path, problem)
+            self._said(f"Could not rewrite the vector cache {self.path}: {problem}")
+
+    def _said(self, problem: str) -> None:
+        """A failed write, as a warning the first time in a row (an unwritable cache folder would otherwise log
+        one per batch of 48 texts, dozens a search), then at debug level."""
+        logger.log(logging.DEBUG if self._failing else logging.WARNING, problem)
+        self._failing = True
 
     def _fits(self, header: dict) -> bool:
         """Whether a cache with this header holds records of our model (the memory is in the file's name)."""

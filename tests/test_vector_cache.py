@@ -121,6 +121,19 @@ def test_vectors_wait_while_another_process_holds_the_lock(tmp_path, monkeypatch
     assert cache.records() == 2
 
 
+def test_a_cache_that_cannot_be_written_says_so_once(tmp_path, caplog):
+    """A cache folder that cannot be made (here a file stands where it should be) warns once, not at every batch
+    a memory read whole appends; the vectors wait, and search goes on."""
+    (tmp_path / "model").write_text("not a folder")
+    cache = VectorCache(tmp_path / "model", tmp_path / "memory.jsonl", "tiny", 8)
+    for n in range(5):
+        cache.append(text_keys([f"fact {n}"]), vectors(1, seed=n))
+    cache.rewrite(text_keys(["fact 0"]), [vectors(1)])
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "Could not add" in warnings[0].getMessage(), caplog.text
+    assert sum(len(r) for r in cache._waiting) == 5
+
+
 def test_caches_of_memories_long_gone_and_the_old_shared_cache_are_deleted(tmp_path, monkeypatch):
     import os
 
