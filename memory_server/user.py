@@ -54,6 +54,13 @@ CONVERSE = {
     "mentee": "mentor", "mentor": "mentee", "tenant": "landlord", "landlord": "tenant",
     "reports to": "manager", "managed by": "manager", "works for": "employer", "mentored by": "mentor",
 }  # fmt: skip
+# What a note says its entity is to someone when it opens with it ("Hannah's mother", "Hannah's older brother, 45").
+KIN = frozenset(
+    "mother father mum mom dad parent son daughter child wife husband partner spouse fiance fiancee brother sister "
+    "sibling grandmother grandfather grandma grandpa granny aunt uncle cousin niece nephew stepmother stepfather "
+    "stepson stepdaughter boyfriend girlfriend carer caregiver".split()
+)
+_DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
 
 
@@ -155,7 +162,32 @@ def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> i
         best, number = ranked[0]
         runner_up = ranked[1][0] if len(ranked) > 1 else 0
         if best >= USER_LEAD * max(runner_up, 3):
-            return number
+            return _anchor(entities, [n for _, n in people], number)
+    return None
+
+
+def _anchor(entities: Sequence[Entity], people: Sequence[int], number: int) -> int | None:
+    """The user, given the best documented person `number`: that person, unless their own notes say whose
+    relative they are ("Hannah's mother": a caregiver's memory, the mother's medications outnumbering the user's
+    notes); a memory describes people by what they are to its user, so the one person named so is the user, and
+    two (or one who calls the first theirs in turn) leave none."""
+    firsts = {n: _first(entities[n].name) for n in people if n != number and len(_first(entities[n].name)) > 2}
+
+    def owners(entity: Entity, names: dict[int, str]) -> set[int]:  # a note that opens "Hannah's (older) sister"
+        notes = [o.lower().replace("\u2019", "'") for o in entity.observations]
+        return {
+            n
+            for n, first in names.items()
+            if any((m := _DESCRIBED.match(o)) and m.group(1) == first and m.group(2) in KIN for o in notes)
+        }
+
+    anchors = owners(entities[number], firsts)
+    if not anchors:
+        return number
+    if len(anchors) == 1:
+        anchor = next(iter(anchors))
+        if not owners(entities[anchor], {number: _first(entities[number].name)}):
+            return anchor
     return None
 
 

@@ -321,3 +321,26 @@ def test_a_name_many_entities_carry_names_none_of_them_the_user():
     ]
     assert selves_of([me, *kin]) == {"default_user"}
     assert selves_of([me, *kin[:1]]) == {"default_user", "John (father)"}  # one: nothing says they are two
+
+
+def test_the_best_documented_person_described_as_someone_elses_relative_is_not_the_user():
+    """A caregiver's memory: the mother's medications outnumber the user's own notes, but her notes say whose mother
+    she is. The user's own notes about others ("Mila's school play") make no one else the user."""
+    hannah = Entity(
+        "Hannah Brandt", "person", ["Lives in Ghent", "Physics teacher", "Runs on Sundays", "Mila's school play Friday"]
+    )
+    renate = Entity(
+        "Renate Brandt", "person", [*(f"Takes medication {n} daily" for n in range(11)), "Hannah's mother, 78"]
+    )
+    others = [
+        Entity("Pieter Claes", "person", ["Hannah's husband", "Architect"]),
+        Entity("Mila", "person", ["Hannah and Pieter's daughter, 8"]),
+        Entity("Dr Peeters", "person", ["Renate's cardiologist"]),
+    ]
+    entities = [hannah, renate, *others]
+    links = [("Hannah Brandt", "Pieter Claes"), ("Renate Brandt", "Hannah Brandt"), ("Renate Brandt", "Dr Peeters")]
+    assert find_user(entities, links) == 0
+    hannah.observations.append("Renate's daughter")  # each the other's: the memory does not say who is the user
+    assert find_user(entities, links) is None
+    many = Entity("Hannah Brandt", "person", [*(f"note {n}" for n in range(20)), "Mila's school play Friday"])
+    assert find_user([many, *others], links) == 0
