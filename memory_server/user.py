@@ -34,8 +34,9 @@ RARE_TYPE = 0.05  # an entity's type says what it is to the user ("pet") when at
 ROLE_MATCH = 0.55  # cosine a word of the question needs with a role ("boss" and "manager" 0.58)
 ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this of the best fitting one
 # "Name: Tomasz Wójcik", "Full name Aoife Gallagher", "goes by Tom", "name is Sam": how a memory about
-# "default_user" says who that is (the words are matched in any case, the name must be capitalised).
-_ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
+# "default_user" says who that is (the words are matched in any case, the name must be capitalised). Not "called":
+# in a note about the user it names something else ("Dog called Rex", "Brother called Nikos Papadakis").
+_ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
 IDENTITY_RELATIONS = frozenset({"is", "same as", "is same as", "also known as", "aka", "alias of", "identical to"})
 # What the other end of a relation is to the user when the relation is said from the user's side: the user is

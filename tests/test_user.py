@@ -261,3 +261,17 @@ def test_what_the_memory_calls_others_after_the_user_is_read_only_for_questions_
     user = GraphIndex(graph).user
     hector = next(n for n, e in enumerate(GraphIndex(graph).entities) if e.name == "Hector Delgado")
     assert {"younger", "brother"} <= user.roles[hector] and hector not in user.said
+
+
+def test_what_a_users_note_calls_something_is_not_the_users_name():
+    """ "Brother called Nikos Papadakis" in the user's notes names the brother, who shares the user's surname."""
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("default_user", "person", ["Name: Dimitra Papadakis", "Brother called Nikos Papadakis"]),
+            Entity("Nikos Papadakis", "person", ["Studies law in Athens"]),
+            Entity("Sourdough", "hobby", ["Starter called Kostas"]),
+        ]
+    )
+    index = GraphIndex(graph)
+    assert index.user.names == ("dimitra",) and {index.entities[n].name for n in index.user.selves} == {"default_user"}
