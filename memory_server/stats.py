@@ -44,12 +44,7 @@ def figures(graph: KnowledgeGraph) -> dict[str, Any]:
     """The `stats` command's figures: the totals, the most common types, the largest and most connected
     entities, and what is loose (entities without relations, relations to a missing entity, unusable lines)."""
     entities = list(graph.entities.values())
-    # Relation ends, as `stats` has always counted them: a relation from a name to itself counts twice here,
-    # once in degrees(); ties in the order the relations come.
-    ends: Counter[str] = Counter()
-    for relation in graph.relations.values():
-        ends[relation.source] += 1
-        ends[relation.target] += 1
+    ends = degrees(graph)  # as the overview counts them; ties in the order the relations come
     largest = sorted(entities, key=lambda e: -len(e.observations))[:TOP]
     return {
         **totals(graph),

@@ -39,7 +39,8 @@ ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this
 _ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
 # An alias names the note's own entity only at the start of a clause ("Name: ...", "Tomasz, goes by Tom", "also
 # called Tom", "my name is ..."): after a noun or a possessive it names another ("Boss's name is Dana Okoro", "a cat
-# called Minou", "a bar known as The Spot"), and a note that opens with "Called ..." is a phone call.
+# called Minou", "Brother called Nikos Papadakis", "a bar known as The Spot"), and a note that opens with "Called
+# ..." is a phone call.
 _CLAUSE_END = tuple(",;:(.!?-\u2013\u2014")
 _BEFORE_ALIAS = frozenset({"also", "usually", "often", "sometimes", "mostly", "be", "been", "my"})
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").

@@ -44,3 +44,9 @@ def test_the_stats_commands_figures():
         "danglingRelations": 1,
         "unusableLines": 1,
     }
+
+
+def test_stats_and_the_overview_count_a_relation_to_itself_once():
+    graph = graph_of(e("a"), e("b"), r("a", "b"), r("a", "a", "self"))
+    assert figures(graph)["mostConnected"] == [("a", 2), ("b", 1)]
+    assert [(h["name"], h["relations"]) for h in overview(graph)["mostConnected"]] == [("a", 2), ("b", 1)]

@@ -344,3 +344,17 @@ def test_the_best_documented_person_described_as_someone_elses_relative_is_not_t
     assert find_user(entities, links) is None
     many = Entity("Hannah Brandt", "person", [*(f"note {n}" for n in range(20)), "Mila's school play Friday"])
     assert find_user([many, *others], links) == 0
+
+
+def test_what_a_users_note_calls_something_is_not_the_users_name():
+    """ "Brother called Nikos Papadakis" in the user's notes names the brother, who shares the user's surname."""
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("default_user", "person", ["Name: Dimitra Papadakis", "Brother called Nikos Papadakis"]),
+            Entity("Nikos Papadakis", "person", ["Studies law in Athens"]),
+            Entity("Sourdough", "hobby", ["Starter called Kostas"]),
+        ]
+    )
+    index = GraphIndex(graph)
+    assert index.user.names == ("dimitra",) and {index.entities[n].name for n in index.user.selves} == {"default_user"}
