@@ -155,7 +155,7 @@ def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> i
     said = "\n".join(o.lower() for e in entities for o in e.observations)
     weight = []
     for count, number in sorted(people, reverse=True)[:5]:  # the few best connected: counting is a text scan
-        first = entities[number].name.split()[0].lower() if entities[number].name.split() else ""
+        first = _first(entities[number].name)
         weight.append((count + (said.count(first) if len(first) > 2 else 0), number))
     # A clear lead in relations and observations decides; else mentions of the first name count too (a name that is
     # also a word, "June", is "mentioned" in every date).
@@ -175,12 +175,9 @@ def _anchor(entities: Sequence[Entity], people: Sequence[int], number: int) -> i
     firsts = {n: _first(entities[n].name) for n in people if n != number and len(_first(entities[n].name)) > 2}
 
     def owners(entity: Entity, names: dict[int, str]) -> set[int]:  # a note that opens "Hannah's (older) sister"
-        notes = [o.lower().replace("\u2019", "'") for o in entity.observations]
-        return {
-            n
-            for n, first in names.items()
-            if any((m := _DESCRIBED.match(o)) and m.group(1) == first and m.group(2) in KIN for o in notes)
-        }
+        matches = (_DESCRIBED.match(o.lower().replace("\u2019", "'")) for o in entity.observations)
+        whose = {m.group(1) for m in matches if m and m.group(2) in KIN}  # each note read once, not once a person
+        return {n for n, first in names.items() if first in whose}
 
     anchors = owners(entities[number], firsts)
     if not anchors:
