@@ -181,6 +181,7 @@ def _after_write(graph, index, keyword, embedder, no_write: float, writes: int) 
 
 FIRST_PERSON = ["where do I live", "who is my boss", "what does my mother do", "what do I drink"]
 OTHER = ["who lives in Lisbon and drinks espresso", "someone learning the cello", "product managers at Globex"]
+QUESTIONS = {"other": OTHER, "first-person": FIRST_PERSON}
 
 
 def user_tables(options: argparse.Namespace) -> None:
@@ -201,10 +202,10 @@ def user_tables(options: argparse.Namespace) -> None:
     if searches:
         print("\nHybrid search through a Searcher right after a one-observation add_observations, medians:\n")
         print(
-            "| observations | first-person, no write ms | other question after a write ms "
-            "| first-person after a write ms | ratio |"
+            "| observations | no write: other question ms | no write: first-person ms | after a write: other "
+            "question ms | after a write: first-person ms | first-person / other, after a write |"
         )
-        print("|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|")
         print("\n".join(searches), flush=True)
 
 
@@ -258,16 +259,17 @@ def search_row(store: GraphStore, size: int, writes: int) -> str:
         searcher.search(targets, query, "hybrid", 10, None)
 
     search(FIRST_PERSON[0])  # embeds the memory and finds the user
-    no_write = timed(lambda i: search(FIRST_PERSON[i % len(FIRST_PERSON)]), writes)
-    other, first_person = [], []
+    still = {kind: timed(lambda i, q=questions: search(q[i % len(q)]), writes) for kind, questions in QUESTIONS.items()}
+    after: dict[str, list[float]] = {kind: [] for kind in QUESTIONS}
     for i in range(writes):  # each question right after its own write
-        for times, questions, k in ((other, OTHER, 2 * i), (first_person, FIRST_PERSON, 2 * i + 1)):
-            one_write(store, size // 5, k)
+        for k, (kind, questions) in enumerate(QUESTIONS.items()):
+            one_write(store, size // 5, 2 * i + k)
             started = time.perf_counter()
             search(questions[i % len(questions)])
-            times.append((time.perf_counter() - started) * 1000)
-    base, after = statistics.median(other), statistics.median(first_person)
-    return f"| {size:,} | {statistics.median(no_write):.1f} | {base:.1f} | {after:.1f} | {after / base:.1f}x |"
+            after[kind].append((time.perf_counter() - started) * 1000)
+    cells = [f"{statistics.median(times[kind]):.1f}" for times in (still, after) for kind in QUESTIONS]
+    ratio = statistics.median(after["first-person"]) / statistics.median(after["other"])
+    return f"| {size:,} | " + " | ".join(cells) + f" | {ratio:.1f}x |"
 
 
 if __name__ == "__main__":

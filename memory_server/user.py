@@ -213,19 +213,19 @@ def _choose(
     ranked = _best(people, scores[people], 5)  # the few best connected: counting mentions is a text scan
     # A clear lead in relations and observations decides; else mentions of the first name count too (a name that is
     # also a word, "June", is "mentioned" in every date).
-    for weighed in (False, True):
-        if weighed:
-            firsts = [_first(entities[number].name) for _, number in ranked]
-            ranked = sorted(
-                ((count + (mentions(first) if len(first) > 2 else 0), number) for (count, number), first in
-                 zip(ranked, firsts)),
-                reverse=True,
-            )  # fmt: skip
-        best, number = ranked[0]
-        runner_up = ranked[1][0] if len(ranked) > 1 else 0
-        if best >= USER_LEAD * max(runner_up, 3):
-            return _anchor(entities, people_called, number)
-    return None
+    number = _leader(ranked)
+    if number is None:
+        firsts = [_first(entities[number].name) for _, number in ranked]
+        weighed = [(count + (mentions(f) if len(f) > 2 else 0), n) for (count, n), f in zip(ranked, firsts)]
+        number = _leader(sorted(weighed, reverse=True))
+    return None if number is None else _anchor(entities, people_called, number)
+
+
+def _leader(ranked: list[tuple[int, int]]) -> int | None:
+    """The first of (weight, number) pairs, best first, when it is well ahead of the second."""
+    best, number = ranked[0]
+    runner_up = ranked[1][0] if len(ranked) > 1 else 0
+    return number if best >= USER_LEAD * max(runner_up, 3) else None
 
 
 def _best(people: np.ndarray, scores: np.ndarray, count: int) -> list[tuple[int, int]]:
