@@ -93,6 +93,17 @@ INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recen
 class GraphIndex(DocumentIndex):
     """The search documents of one state of a graph (kept up to date change by change, see index.py), ranked."""
 
+    def __init__(self, graph: KnowledgeGraph, caches: Callable[[Embedder], VectorCache | None] | None = None) -> None:
+        # The user is read by the search that holds the index and by the re-ranker's thread that reads a memory
+        # whole: an update and a reading of the user take turns, so what the entity cache keeps of each entity
+        # always describes the documents (read halfway through an update, it would stay wrong after it).
+        self._turn = threading.Lock()
+        super().__init__(graph, caches)
+
+    def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
+        with self._turn:
+            super().update(graph, changed)
+
     def changed(self, graph: KnowledgeGraph, kept: np.ndarray | None) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: JoinedText | None = None
@@ -258,9 +269,10 @@ class GraphIndex(DocumentIndex):
     @property
     def user(self) -> User | None:
         """The memory's user (see memory_server.user), looked for at the first question that needs it."""
-        if self._user is False:
-            self._user = user_of(self)
-        return self._user
+        with self._turn:
+            if self._user is False:
+                self._user = user_of(self)
+            return self._user
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """The name documents of the entities whose name contains the whole query, ignoring case, and of those

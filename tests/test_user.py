@@ -1,10 +1,14 @@
 """The memory's user and first-person questions: who the user is, the names they go by, what each entity is to them,
 and questions answered through those roles, in a memory of a few hundred distractor entities."""
 
+import functools
+import threading
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory_server.documents import Documents
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import is_first_person
@@ -501,3 +505,28 @@ def test_the_user_known_after_each_write_is_the_one_a_new_index_finds(tmp_path_f
     for step in steps:  # a write of a few edits, then a first-person question
         store.mutate(lambda g, step=step: [edit(g, *one) for one in step])
         after_a_question(searcher, store)
+
+
+def test_a_reader_of_the_user_waits_for_an_update_in_progress(monkeypatch):
+    """The re-ranker's thread reads the user while a search may be updating the index: it waits for the update, so
+    what the index keeps of each entity is never read, and kept, halfway through a change."""
+    graph = KnowledgeGraph()
+    graph.create_entities(copied([*PRIYA, *distractors(40)]))
+    graph.create_relations(RELATIONS)
+    index = GraphIndex(graph)
+    assert index.entities[index.user.number].name == "Priya Shah"
+    waited = []
+
+    def change(documents, *args):  # the documents change first; the rest of the index follows them
+        delta = Documents.change(documents, *args)
+        reader = threading.Thread(target=lambda: index.user)
+        reader.start()
+        reader.join(0.3)
+        waited.append(reader.is_alive())
+        return delta
+
+    graph.create_entities([Entity("default_user", "person", ["Full name Priya Shah"])])
+    monkeypatch.setattr(index.documents, "change", functools.partial(change, index.documents))
+    index.update(graph, {"default_user"})
+    assert waited == [True]
+    assert described(index) == described(GraphIndex(graph)) and described(index)["user"] == "default_user"
