@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Five personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Six personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -13,7 +13,11 @@ entities, written as an assistant would have stored it, with questions asked as 
   bakery's Astro website), the user named by her first name only ("Rosa") at home and "Rosa Delgado" at work, US
   formats, relatives with near-duplicate birthdays, medications and documents;
 - `tom` (held out): Tom Wójcik's, in terse notes about "default_user" (and "Tom Wójcik" at work), some facts only
-  in relations. Written before the ranker changes it measures; run it to report, never to tune.
+  in relations. Written before the ranker changes it measures; run it to report, never to tune;
+- `priya` (written blind in round 6): Priya Raghunathan's (an ICU nurse in Toronto, separated, a daughter on alternate
+  weeks, her father in a retirement home, a tenant in the basement; her project is ShiftSwap, a Rails app), terse
+  notes about "default_user" and full sentences about "Priya Raghunathan" at work, dated notes, facts in relations,
+  near-duplicates (her ex's new family, two managers, two hospitals, five cars); run it to report, like tom.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -21,7 +25,8 @@ For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the an
 came back, and, for the questions the memory cannot answer, how many came back on average and how many came back
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|dimitra|rosa|tom] [--misses]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|dimitra|rosa|tom|priya]
+        [--misses]
 """
 
 from __future__ import annotations
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     personas = sorted(folder.name for folder in DATA.iterdir() if (folder / "questions.txt").is_file())
     parser.add_argument(
-        "--persona", choices=personas, default="hannah", help="tom is held out; the others are dev"
+        "--persona", choices=personas, default="hannah", help="tom and priya are held out; the others are dev"
     )
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
