@@ -94,9 +94,8 @@ class GraphIndex(DocumentIndex):
     """The search documents of one state of a graph (kept up to date change by change, see index.py), ranked."""
 
     def __init__(self, graph: KnowledgeGraph, caches: Callable[[Embedder], VectorCache | None] | None = None) -> None:
-        # The user is read by the search that holds the index and by the re-ranker's thread that reads a memory
-        # whole: an update and a reading of the user take turns, so what the entity cache keeps of each entity
-        # always describes the documents (read halfway through an update, it would stay wrong after it).
+        # The re-ranker's thread reads the user too: an update and a reading of the user take turns, so the entity
+        # cache is never read (and kept wrong) halfway through an update.
         self._turn = threading.Lock()
         super().__init__(graph, caches)
 
@@ -107,9 +106,8 @@ class GraphIndex(DocumentIndex):
     def changed(self, graph: KnowledgeGraph, kept: np.ndarray | None) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: JoinedText | None = None
-        # The user is read from the entities, documents and relations only when a first-person question needs it
-        # (memory_server.user), from what the entity cache keeps: a large memory's change must not pay for it. The
-        # graph is the store's, read while the store is held for reading (as this index is then up to date).
+        # The user is read only when a first-person question needs it (memory_server.user), from what the entity
+        # cache keeps. The graph is the store's, read while the store is held for reading (the index is up to date).
         self.graph = graph
         if kept is None or getattr(self, "_entity_cache", None) is None:
             self._entity_cache: EntityCache | None = None
