@@ -1,0 +1,69 @@
+"""Document vectors kept as int8 with a power-of-two scale per row: close to float32, a quarter of its size, and
+the same bytes however often a vector is moved, cached and read back."""
+
+import numpy as np
+import pytest
+
+from memory_server.vectors import CHUNK, VectorRows
+
+
+@pytest.fixture
+def unit_vectors():
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((3000, 256)).astype(np.float32)
+    vectors[7] *= 40  # a component far larger than the others must not overflow int8
+    vectors[11] = 0.0  # an empty text's vector
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+def test_dot_products_are_within_a_few_thousandths_of_float32(unit_vectors):
+    rows = VectorRows(256, len(unit_vectors))
+    rows.put(np.arange(len(unit_vectors)), unit_vectors)
+    query = unit_vectors[42]
+    exact = unit_vectors @ query
+    found = rows.dot(query, len(unit_vectors))
+    assert found.shape == (len(unit_vectors),)
+    assert np.abs(found - exact).max() < 0.004
+    assert found[11] == 0.0 and abs(found[42] - 1.0) < 0.004
+    assert np.argmax(found) == 42
+
+
+def test_a_static_models_shared_direction_leaves_the_other_components_their_steps(unit_vectors):
+    """A static model's vectors share one large first component (0.85 of a unit vector): it is kept whole, so the
+    small components are not rounded to a few steps of its size."""
+    shared = unit_vectors * 0.5
+    shared[:, 0] = 0.85
+    shared /= np.linalg.norm(shared, axis=1, keepdims=True)
+    rows = VectorRows(256, len(shared))
+    rows.put(np.arange(len(shared)), shared)
+    exact = shared @ shared[42]
+    found = rows.dot(shared[42], len(shared))
+    assert np.abs(found - exact).max() < 0.002
+    assert np.abs(found - exact).mean() < 0.0005
+    assert list(np.argsort(-found)[:5]) == list(np.argsort(-exact)[:5])
+
+
+def test_a_vector_taken_and_put_back_keeps_its_bytes(unit_vectors):
+    """Moving rows (an update), or writing vectors to the cache and reading them again, quantises the same way."""
+    rows = VectorRows(256, 100)
+    rows.put(np.arange(100), unit_vectors[:100])
+    again = VectorRows(256, 100)
+    again.put(np.arange(100)[::-1], rows.take(np.arange(100))[::-1])
+    query = unit_vectors[2000]
+    assert np.array_equal(again.take(np.arange(100)), rows.take(np.arange(100)))
+    assert np.array_equal(again.dot(query, 100), rows.dot(query, 100))
+
+
+def test_a_rows_dot_product_does_not_depend_on_where_it_is(unit_vectors):
+    """The same vector in a small block, in a later block, and past a chunk's end gives the same bits."""
+    rows = VectorRows(256, 5)
+    far = CHUNK + 37
+    rows.put(np.array([3, 40, far]), np.repeat(unit_vectors[9:10], 3, axis=0))
+    scores = rows.dot(unit_vectors[123], far + 1)
+    assert scores[3] == scores[40] == scores[far]
+
+
+def test_the_rows_take_a_quarter_of_float32s_memory():
+    rows = VectorRows(256, 10_000)
+    assert rows.nbytes < 10_000 * 256 * 4 * 0.3
