@@ -47,6 +47,7 @@ class Delta:
     moved: tuple[np.ndarray, np.ndarray]  # (old row, new row)
     removed: np.ndarray
     removed_texts: list[str]
+    kept: np.ndarray  # for each entity now, its number before the change if it did not change, else -1
 
     def __bool__(self) -> bool:
         return bool(len(self.added) or len(self.removed))
@@ -224,6 +225,7 @@ class Documents:
             (np.asarray(moved_from, dtype=np.int64), np.asarray(moved_to, dtype=np.int64)),
             removed,
             removed_texts,
+            kept,
         )
 
     def compact(self) -> np.ndarray:

@@ -50,18 +50,20 @@ class DocumentIndex:
         self.updates = 0  # changes applied by `update`
         self._derive(graph)
 
-    def _derive(self, graph: KnowledgeGraph) -> None:
-        """What the scoring reads, for the graph the documents were just made from."""
+    def _derive(self, graph: KnowledgeGraph, kept: np.ndarray | None = None) -> None:
+        """What the scoring reads, for the graph the documents were just made from (`kept`: which entities the
+        change left as they were, see Delta; None: made from scratch)."""
         self.entities = self.documents.entities
         self.owner = self.documents.owner  # the entity of each document
         self.observations = ObservationList(self.documents)  # the observation of each (None: a name document)
         self.name_doc = self.documents.starts  # each entity's name document
         self.has_observations = self.documents.counts > 1
         self.lexical.arrange(self.documents.rows)
-        self.changed(graph)
+        self.changed(graph, kept)
 
-    def changed(self, graph: KnowledgeGraph) -> None:
-        """Called with each graph the index is made for: what a ranker derives from it (relations, the user...)."""
+    def changed(self, graph: KnowledgeGraph, kept: np.ndarray | None) -> None:
+        """Called with each graph the index is made for, and which of its entities the change left as they were
+        (None: all are new): what a ranker derives from it (relations, the user...)."""
 
     @property
     def texts(self) -> list[str]:
@@ -80,7 +82,7 @@ class DocumentIndex:
         self.updates += 1
         if self.documents.dead > max(COMPACT_AFTER, self.documents.size // COMPACT_SHARE):
             self._compact()
-        self._derive(graph)
+        self._derive(graph, delta.kept)
 
     def embed(self, embedder: Embedder) -> VectorRows:
         """The documents' vectors (by row), made now if needed: from this memory's vector cache, else the model."""

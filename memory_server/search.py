@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from memory_server.answers import Shape, asked_shape, has_shape
 from memory_server.documents import Snapshot
 from memory_server.embeddings import Embedder, EmbedderSlot
+from memory_server.entity_cache import EntityCache
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entities and Target are imported from here too)
     NAME_MATCH_RANK,
@@ -92,22 +93,39 @@ INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recen
 class GraphIndex(DocumentIndex):
     """The search documents of one state of a graph (kept up to date change by change, see index.py), ranked."""
 
-    def changed(self, graph: KnowledgeGraph) -> None:
+    def __init__(self, graph: KnowledgeGraph, caches: Callable[[Embedder], VectorCache | None] | None = None) -> None:
+        # The re-ranker's thread reads the user too: an update and a reading of the user take turns, so the entity
+        # cache is never read (and kept wrong) halfway through an update.
+        self._turn = threading.Lock()
+        super().__init__(graph, caches)
+
+    def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
+        with self._turn:
+            super().update(graph, changed)
+
+    def changed(self, graph: KnowledgeGraph, kept: np.ndarray | None) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: JoinedText | None = None
-        # The relations are listed, and the user read from the entities, documents and links, only when a
-        # first-person question needs them (memory_server.user): a large memory's change must not pay for either.
-        # The graph is the store's, read while the store is held for reading (as this index is then up to date).
-        self._relations = graph.relations
-        self._links: list[tuple[str, str, str]] | None = None
+        # The user is read only when a first-person question needs it (memory_server.user), from what the entity
+        # cache keeps. The graph is the store's, read while the store is held for reading (the index is up to date).
+        self.graph = graph
+        if kept is None or getattr(self, "_entity_cache", None) is None:
+            self._entity_cache: EntityCache | None = None
+        else:
+            self._entity_cache.moved(kept)
         self._user: User | None | Literal[False] = False
 
+    def entity_cache(self) -> EntityCache:
+        """What the user lookup keeps of each entity, brought to the graph now (memory_server.entity_cache)."""
+        if self._entity_cache is None:
+            self._entity_cache = EntityCache(self.documents.snapshot, self.graph.relations)
+        else:
+            self._entity_cache.refresh(self)
+        return self._entity_cache
+
     @property
-    def links(self) -> list[tuple[str, str, str]]:
-        """(source, relation type, target) of each relation of the graph."""
-        if self._links is None:
-            self._links = [(r.source, r.relation_type, r.target) for r in self._relations.values()]
-        return self._links
+    def nbytes(self) -> int:
+        return super().nbytes + (self._entity_cache.nbytes if self._entity_cache is not None else 0)
 
     @property
     def names(self) -> JoinedText:
@@ -249,14 +267,10 @@ class GraphIndex(DocumentIndex):
     @property
     def user(self) -> User | None:
         """The memory's user (see memory_server.user), looked for at the first question that needs it."""
-        if self._user is False:
-            self._user = user_of(self)
-        return self._user
-
-    def documents_saying(self, word: str) -> list[int]:
-        """The observation documents whose text contains `word` (lower-case), in order."""
-        said = JoinedText(o if o is not None else "" for o in self.observations)
-        return said.holders(word)
+        with self._turn:
+            if self._user is False:
+                self._user = user_of(self)
+            return self._user
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
         """The name documents of the entities whose name contains the whole query, ignoring case, and of those

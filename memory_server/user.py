@@ -2,33 +2,47 @@
 entity is to them, so that a first-person question ("where do I live", "who is my boss", "what does my wife do")
 finds facts written in the third person ("Lives in Leeds", "Priya's manager", Priya -married to-> Tom).
 
-Everything here is read from the public data of a search index (its entities, documents and relations) the first
-time a question needs it, and kept with that index.
+Everything here is read from a search index (its entities, documents and relations) the first time a question
+needs it, and kept with that index until the memory changes. What it reads from every entity (is it a person, how
+many relations, what its notes call it after the user's name) is kept in the index's EntityCache and read again
+only for the entities a change touched: after a write, finding the user again costs what the write changed.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_server.graph import Entity
+from memory_server.graph import Entity, Relation
+from memory_server.joined import JoinedText
 from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
+from memory_server.user_facts import (
+    USER_NAMES,
+    called_by,
+    called_in,
+    degrees,
+    mentions_in,
+    person_flags,
+    persons,
+    typed_as_user,
+    user_flags,
+)
 
 if TYPE_CHECKING:
     import numpy as np
 
     from memory_server.embeddings import Embedder
+    from memory_server.entity_cache import EntityCache
     from memory_server.search import GraphIndex
 else:
     np = lazy_module("numpy")  # imported at the first search, not at start-up
 
-USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
-USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
-PERSON_TYPES = ("person", "human", "individual", "user", "people", "employee", "self")
 USER_LEAD = 1.5  # how far ahead of the next person the user's entity must be
 USER_NAMESAKES = 3  # at most this many other entities named as the user are the user ("Rosa", "Rosa Delgado")
 RARE_TYPE = 0.05  # an entity's type says what it is to the user ("pet") when at most this share of entities have it
@@ -36,7 +50,9 @@ ROLE_MATCH = 0.55  # cosine a word of the question needs with a role ("boss" and
 ROLE_MARGIN = 0.05  # the entities reached are those whose role fits within this of the best fitting one
 # "Name: Tomasz Wójcik", "Full name Aoife Gallagher", "goes by Tom", "name is Sam": how a memory about
 # "default_user" says who that is (the words are matched in any case, the name must be capitalised).
-_ALIAS = re.compile(r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
+_ALIAS = re.compile(
+    r"\b(?i:(?:(?:full |real )?name(?: is|:)?|goes by|called|known as))\s+([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)"
+)
 # An alias names the note's own entity only at the start of a clause ("Name: ...", "Tomasz, goes by Tom", "also
 # called Tom", "my name is ..."): after a noun or a possessive it names another ("Boss's name is Dana Okoro", "a cat
 # called Minou", "Brother called Nikos Papadakis", "a bar known as The Spot"), and a note that opens with "Called
@@ -81,16 +97,19 @@ class User:
 
 def user_of(index: GraphIndex) -> User | None:
     """The user of the index's memory (see find_user), with what first-person questions need to know about them."""
-    number = find_user(index.entities, [(a, b) for a, _, b in index.links])
+    cache = index.entity_cache()
+    said = functools.cache(lambda: JoinedText(index.documents.snapshot.flat))  # read whole only when needed
+    number = _find_in(index, cache, said)
     if number is None:
         return None
     entity = index.entities[number]
     names, full = _names(entity)
     selves = _selves(index, number, names, full)
     names = tuple(dict.fromkeys([*names, *(n for s in selves for n in _names(index.entities[s])[0])]))
-    own = np.flatnonzero(np.isin(index.owner, selves))
-    roles, said = _roles(index, selves, names, True), _roles(index, selves, names, False)
-    return User(number, names, own, frozenset(int(s) for s in selves), roles, said)
+    starts, counts = index.name_doc, index.documents.counts
+    own = np.concatenate([np.arange(starts[s], starts[s] + counts[s]) for s in sorted(selves)])
+    roles, said_roles = _roles(index, cache, selves, names, said)
+    return User(number, names, own, frozenset(int(s) for s in selves), roles, said_roles)
 
 
 def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: Sequence[str]) -> list[int]:
@@ -104,10 +123,9 @@ def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: 
     surnames = {name.split()[-1].lower() for name in known}
     tied: set[str] = set()  # said to be the user by a relation
     related: set[str] = set()  # in another relation with the user: someone else ("John" -father of-> "John Smith")
-    for source, kind, target in index.links:
-        if me in (source, target):
-            other = (target if source == me else source).lower()
-            (tied if _relation_words(kind) in IDENTITY_RELATIONS else related).add(other)
+    for relation in index.graph.relations_touching([me]):
+        other = (relation.target if relation.source == me else relation.source).lower()
+        (tied if _relation_words(relation.relation_type) in IDENTITY_RELATIONS else related).add(other)
     first_names = set(names) | {_first(name) for name in known}
 
     def named_as_user(entity: Entity) -> bool:
@@ -126,11 +144,21 @@ def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: 
             for name in said
         )
 
-    others = [n for n, e in enumerate(index.entities) if n != number and named_as_user(e)]
+    # Only entities whose name holds one of those names can pass: found in the index's names, not one by one.
+    candidates = _names_holding(index, tied | wanted | first_names)
+    others = [n for n in candidates if n != number and named_as_user(index.entities[n])]
     namesakes = [n for n in others if index.entities[n].name.strip().lower() not in tied]
     if len(namesakes) > USER_NAMESAKES:  # a name many people carry (a family tree, a directory) singles out none
         others = [n for n in others if index.entities[n].name.strip().lower() in tied]
     return [number, *others]
+
+
+def _names_holding(index: GraphIndex, needles: Iterable[str]) -> Sequence[int]:
+    """The entities whose lower-case name contains one of `needles` (lower-case), in order."""
+    needles = set(needles)
+    if "" in needles:  # every name holds it
+        return range(len(index.entities))
+    return sorted({n for needle in needles for n in index.names.holders(needle)})
 
 
 def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> int | None:
@@ -138,55 +166,95 @@ def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> i
     the user ("user", "default_user", as the official server's suggested prompt names it), else the person at the
     centre of the graph: the most relations, observations and mentions of their first name, well ahead of anyone
     else (a memory about two people equally, or about none, has no user)."""
-    for number, entity in enumerate(entities):
-        if entity.entity_type.strip().lower() in USER_TYPES or entity.name.strip().lower() in USER_NAMES:
-            return number
-    degree: dict[str, int] = {}
-    for source, target in links:
-        degree[source] = degree.get(source, 0) + 1
-        degree[target] = degree.get(target, 0) + 1
-    people = [
-        (degree.get(entity.name, 0) + len(entity.observations), number)
-        for number, entity in enumerate(entities)
-        if any(kind in entity.entity_type.lower() for kind in PERSON_TYPES)
-    ]
-    if not people:
+    degree = Counter(itertools.chain.from_iterable(links))
+    types, names = [e.entity_type for e in entities], [e.name for e in entities]
+    scores = np.fromiter((degree.get(e.name, 0) + len(e.observations) for e in entities), np.int64, len(entities))
+    person = person_flags(types)
+    said = functools.cache(lambda: "\n".join(o.lower() for e in entities for o in e.observations))
+
+    def people_called(first: str) -> list[int]:
+        return [n for n in np.flatnonzero(person).tolist() if _first(entities[n].name) == first]
+
+    return _choose(entities, user_flags(types, names), person, scores, lambda first: said().count(first), people_called)
+
+
+def _find_in(index: GraphIndex, cache: EntityCache, said: Callable[[], JoinedText]) -> int | None:
+    """find_user for the index's memory, from what its cache keeps of each entity."""
+    person = cache.column(index, "person", persons)
+    scores = cache.column(index, "degree", degrees, relational=True) + index.documents.snapshot.counts
+
+    def mentions(first: str) -> int:
+        if JoinedText.GAP in first:  # the joined text would find it across two observations
+            return mentions_in(first, index.documents.snapshot.flat)
+        return cache.total(("mentions", first), functools.partial(mentions_in, first), lambda: said().text.count(first))
+
+    def people_called(first: str) -> list[int]:  # the names that hold it, of people whose first name it is
+        return [n for n in index.names.holders(first) if person[n] and _first(index.entities[n].name) == first]
+
+    typed = cache.column(index, "typed as user", typed_as_user)
+    return _choose(index.entities, typed, person, scores, mentions, people_called)
+
+
+def _choose(
+    entities: Sequence[Entity],
+    typed: np.ndarray,
+    person: np.ndarray,
+    scores: np.ndarray,
+    mentions: Callable[[str], int],
+    people_called: Callable[[str], list[int]],
+) -> int | None:
+    """find_user, given which entities are typed or named as the user, which are people, each one's relations and
+    observations (`scores`), how often the observations say a first name, and the people of a first name."""
+    if typed.any():
+        return int(np.argmax(typed))
+    people = np.flatnonzero(person)
+    if not len(people):
         return None
-    said = "\n".join(o.lower() for e in entities for o in e.observations)
-    weight = []
-    for count, number in sorted(people, reverse=True)[:5]:  # the few best connected: counting is a text scan
-        first = _first(entities[number].name)
-        weight.append((count + (said.count(first) if len(first) > 2 else 0), number))
+    ranked = _best(people, scores[people], 5)  # the few best connected: counting mentions is a text scan
     # A clear lead in relations and observations decides; else mentions of the first name count too (a name that is
     # also a word, "June", is "mentioned" in every date).
-    for ranked in (sorted(people, reverse=True), sorted(weight, reverse=True)):
-        best, number = ranked[0]
-        runner_up = ranked[1][0] if len(ranked) > 1 else 0
-        if best >= USER_LEAD * max(runner_up, 3):
-            return _anchor(entities, [n for _, n in people], number)
-    return None
+    number = _leader(ranked)
+    if number is None:
+        firsts = [_first(entities[number].name) for _, number in ranked]
+        weighed = [(count + (mentions(f) if len(f) > 2 else 0), n) for (count, n), f in zip(ranked, firsts)]
+        number = _leader(sorted(weighed, reverse=True))
+    return None if number is None else _anchor(entities, people_called, number)
 
 
-def _anchor(entities: Sequence[Entity], people: Sequence[int], number: int) -> int | None:
+def _leader(ranked: list[tuple[int, int]]) -> int | None:
+    """The first of (weight, number) pairs, best first, when it is well ahead of the second."""
+    best, number = ranked[0]
+    runner_up = ranked[1][0] if len(ranked) > 1 else 0
+    return number if best >= USER_LEAD * max(runner_up, 3) else None
+
+
+def _best(people: np.ndarray, scores: np.ndarray, count: int) -> list[tuple[int, int]]:
+    """The `count` greatest (score, person) pairs, greatest first, as sorted(..., reverse=True) would give them."""
+    keys = scores * (int(people[-1]) + 1) + people  # one integer orders as the pair does
+    top = np.argpartition(-keys, count - 1)[:count] if len(keys) > count else np.arange(len(keys))
+    top = top[np.argsort(-keys[top])]
+    return [(int(scores[t]), int(people[t])) for t in top]
+
+
+def _anchor(entities: Sequence[Entity], people_called: Callable[[str], list[int]], number: int) -> int | None:
     """The user, given the best documented person `number`: that person, unless their own notes say whose
     relative they are ("Hannah's mother": a caregiver's memory, the mother's medications outnumbering the user's
     notes); a memory describes people by what they are to its user, so the one person named so is the user, and
-    two (or one who calls the first theirs in turn) leave none."""
-    firsts = {n: _first(entities[n].name) for n in people if n != number and len(_first(entities[n].name)) > 2}
-
-    def owners(entity: Entity, names: dict[int, str]) -> set[int]:  # a note that opens "Hannah's (older) sister"
-        matches = (_DESCRIBED.match(o.lower().replace("\u2019", "'")) for o in entity.observations)
-        whose = {m.group(1) for m in matches if m and m.group(2) in KIN}  # each note read once, not once a person
-        return {n for n, first in names.items() if first in whose}
-
-    anchors = owners(entities[number], firsts)
+    two (or one who calls the first theirs in turn) leave none. `people_called` gives the people of a first name."""
+    anchors = {n for first in _whose(entities[number]) if len(first) > 2 for n in people_called(first) if n != number}
     if not anchors:
         return number
     if len(anchors) == 1:
         anchor = next(iter(anchors))
-        if not owners(entities[anchor], {number: _first(entities[number].name)}):
+        if _first(entities[number].name) not in _whose(entities[anchor]):
             return anchor
     return None
+
+
+def _whose(entity: Entity) -> set[str]:
+    """The first names of those whose relative the entity's notes say it is ("Hannah's (older) sister": hannah)."""
+    matches = (_DESCRIBED.match(o.lower().replace("\u2019", "'")) for o in entity.observations)
+    return {m.group(1) for m in matches if m and m.group(2) in KIN}  # each note read once, not once a person
 
 
 def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
@@ -204,7 +272,8 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     roles = sorted({role for found in by_role.values() for role in found})
     fit = embedder.encode(asked) @ embedder.encode(roles).T  # word x role
     column = {role: n for n, role in enumerate(roles)}
-    fits = {number: fit[:, [column[r] for r in found]].max(axis=1) for number, found in by_role.items()}
+    # How well each word fits each set of roles (many entities share one: "Hannah's colleague", "knows").
+    fits = {found: fit[:, [column[r] for r in found]].max(axis=1) for found in set(by_role.values())}
     # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
     # in a question without one, by any of its words ("who do I report to").
     choosing = list(range(len(asked)))
@@ -213,16 +282,17 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
             choosing = [asked.index(word)]
             break
     bar = max(ROLE_MATCH, max(float(f[choosing].max()) for f in fits.values()) - ROLE_MARGIN)
-    chosen = [number for number, f in fits.items() if f[choosing].max() >= bar]
+    fitting = {found for found, f in fits.items() if f[choosing].max() >= bar}
+    chosen = [number for number, found in by_role.items() if found in fitting]
     if not chosen:
         return none, none
     found = np.isin(index.owner, chosen)
     identity = np.zeros(0, dtype=np.int64)
-    if all(max(fits[n][w] for n in chosen) >= bar for w in range(len(asked))) and user.names:
+    if all(max(fits[kinds][w] for kinds in fitting) >= bar for w in range(len(asked))) and user.names:
         identity = np.asarray(
             [d for d in np.flatnonzero(found) if _names_any(index.observations[d], user.names)], dtype=np.int64
         )
-    named = [first for first in (_first(index.entities[n].name) for n in chosen) if len(first) > 2]
+    named = list(dict.fromkeys(first for first in (_first(index.entities[n].name) for n in chosen) if len(first) > 2))
     for document in user.own:
         said = (index.observations[document] or "").lower()
         if any(name in said for name in named):
@@ -289,40 +359,72 @@ def _role_of_other(kind: str, user_is_source: bool) -> str:
 
 
 def _roles(
-    index: GraphIndex, selves: Sequence[int], names: tuple[str, ...], converse: bool
-) -> dict[int, frozenset[str]]:
-    """What each entity is to the user (whose entities are `selves`), in words: the types of their relations
-    ("married to", "reports to"; with `converse`, the user "child of" X makes X the user's "parent"), the entity's
-    own type when few entities share it ("pet"), and, with `converse`, what the memory calls it after one of the
-    user's names ("Hannah's manager", "Hannah and Pieter's daughter", "godchild of Hannah")."""
-    numbers = {e.name: n for n, e in enumerate(index.entities)}
+    index: GraphIndex,
+    cache: EntityCache,
+    selves: Sequence[int],
+    names: tuple[str, ...],
+    said: Callable[[], JoinedText],
+) -> tuple[dict[int, frozenset[str]], dict[int, frozenset[str]]]:
+    """What each entity is to the user (whose entities are `selves`), in words, read two ways (User.roles, then
+    User.said): the types of their relations ("married to", "reports to"; for roles, the user "child of" X makes X
+    the user's "parent"), the entity's own type when few entities share it ("pet"), and, for roles only, what the
+    memory calls it after one of the user's names ("Hannah's manager", "Hannah and Pieter's daughter", "godchild of
+    Hannah")."""
     me = {index.entities[n].name for n in selves}
+    relations = index.graph.relations_touching(me)
+    numbers, types = cache.numbers(), cache.types()
+    rare = RARE_TYPE * len(index.entities)
+    found = []
+    for converse in (True, False):
+        # What the memory calls an entity after the user's name ("Hannah's younger brother") is read only for
+        # questions that say "my ...": without one, "how old am I" would be about the "younger" brother. Copied
+        # whole (every entity of a large memory may be "Hannah's colleague"), the user's own entities left out.
+        roles = dict(_called(index, cache, names, said)) if converse else {}
+        for number in selves:
+            roles.pop(number, None)
+        for number, role in _related(relations, me, numbers, converse).items():
+            kind = index.entities[number].entity_type.strip().lower()
+            if kind and types[kind] <= rare:
+                role.add(kind)
+            roles[number] = frozenset(role.union(roles.get(number, ())))
+        found.append(roles)
+    return found[0], found[1]
+
+
+def _related(
+    relations: Iterable[Relation], me: set[str], numbers: dict[str, int], converse: bool
+) -> dict[int, set[str]]:
+    """The types of the relations between the user (named `me`) and each other entity, as what it is to the user."""
     roles: dict[int, set[str]] = {}
-    for source, kind, target in index.links:
+    for relation in relations:
+        source, kind, target = relation.source, relation.relation_type, relation.target
         other = target if source in me else source if target in me else None
-        if other is not None and other in numbers and other not in me:
-            if converse or source not in me or not _names_the_user(kind):
-                roles.setdefault(numbers[other], set()).add(_role_of_other(kind, converse and source in me))
-    types: dict[str, int] = {}
-    for entity in index.entities:
-        types[entity.entity_type.strip().lower()] = types.get(entity.entity_type.strip().lower(), 0) + 1
-    for number, found in roles.items():
-        kind = index.entities[number].entity_type.strip().lower()
-        if kind and types[kind] <= RARE_TYPE * len(index.entities):
-            found.add(kind)
-    # What the memory calls an entity after the user's name ("Hannah's younger brother") is read only for
-    # questions that say "my ...": without one, "how old am I" would be about the "younger" brother.
-    for name in names if converse else ():
-        pattern = re.compile(rf"\b{re.escape(name)}(?: and \w+)?'s ((?:\w+ )?\w+)|\b(\w+) of {re.escape(name)}\b")
-        for document in index.documents_saying(name):
-            owner = int(index.owner[document])
-            if owner in selves:
-                continue
-            for match in pattern.finditer(index.observations[document].lower()):
-                said = [w for w in words(match.group(1) or match.group(2)) if w not in STOPWORDS and len(w) > 2]
-                if said:
-                    roles.setdefault(owner, set()).update(said)
-    return {number: frozenset(found) for number, found in roles.items() if found}
+        if other is None or other not in numbers or other in me:
+            continue
+        if converse or source not in me or not _names_the_user(kind):
+            roles.setdefault(numbers[other], set()).add(_role_of_other(kind, converse and source in me))
+    return roles
+
+
+def _called(
+    index: GraphIndex, cache: EntityCache, names: tuple[str, ...], said: Callable[[], JoinedText]
+) -> dict[int, frozenset[str]]:
+    """Entity number -> the words its notes call it after one of the user's `names` ("Hannah's manager": manager),
+    the user's entities among them. Kept with the index's cache: a change reads only the entities it touched."""
+
+    def everywhere() -> dict[int, frozenset[str]]:  # each observation that says a name, found in one text
+        snapshot = index.documents.snapshot
+        found: dict[int, set[str]] = {}
+        for name in names:
+            holders = said().holders(name)
+            owners = np.searchsorted(snapshot.starts, holders, side="right") - 1
+            for observation, owner in zip(holders, owners.tolist()):
+                called = called_in(snapshot.flat[observation], (name,))
+                if called:
+                    found.setdefault(owner, set()).update(called)
+        return {owner: frozenset(called) for owner, called in found.items()}
+
+    return cache.sparse("called", names, functools.partial(called_by, names), everywhere)
 
 
 def _aliases(observation: str) -> list[str]:

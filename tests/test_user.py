@@ -1,8 +1,14 @@
 """The memory's user and first-person questions: who the user is, the names they go by, what each entity is to them,
 and questions answered through those roles, in a memory of a few hundred distractor entities."""
 
-import pytest
+import functools
+import threading
 
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_server.documents import Documents
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import is_first_person
@@ -358,3 +364,169 @@ def test_what_a_users_note_calls_something_is_not_the_users_name():
     )
     index = GraphIndex(graph)
     assert index.user.names == ("dimitra",) and {index.entities[n].name for n in index.user.selves} == {"default_user"}
+
+
+# ---- after a write ----------------------------------------------------------------------------------------------
+# The index follows each write change by change, and so does what finding the user keeps of every entity
+# (memory_server.entity_cache): the next first-person question must see an edit that changes who the user is, or
+# what others are to them, exactly as an index made from scratch for the new state sees it.
+
+
+def described(index: GraphIndex) -> dict | None:
+    """The index's user, by names rather than numbers."""
+    user = index.user
+    if user is None:
+        return None
+    name = [e.name for e in index.entities]
+    return {
+        "user": name[user.number],
+        "names": user.names,
+        "own": [(name[index.owner[d]], index.observations[d]) for d in user.own],
+        "selves": {name[n] for n in user.selves},
+        "roles": {name[n]: set(found) for n, found in user.roles.items()},
+        "said": {name[n]: set(found) for n, found in user.said.items()},
+    }
+
+
+def after_a_question(searcher: Searcher, store: GraphStore) -> dict | None:
+    """The user the searcher's index of `store` knows after a first-person question, checked against a new index."""
+    searcher.search([Target("memory", store)], "where do I live", "hybrid", 10, None)
+    kept = searcher.holds(store)
+    with store.reading() as graph:
+        fresh = described(GraphIndex(graph))
+    assert described(kept) == fresh
+    return fresh
+
+
+def copied(entities: list[Entity]) -> list[Entity]:
+    return [Entity(e.name, e.entity_type, list(e.observations)) for e in entities]
+
+
+def test_an_edit_that_changes_the_user_is_seen_by_the_next_first_person_question(tmp_path):
+    store = GraphStore(tmp_path / "memory.jsonl")
+    store.mutate(lambda g: (g.create_entities(copied([*PRIYA, *distractors(60)])), g.create_relations(RELATIONS)))
+    searcher = Searcher(EmbedderSlot("none"))  # keywords rank: the user is found all the same
+    assert after_a_question(searcher, store)["user"] == "Priya Shah"
+
+    store.mutate(lambda g: g.create_entities([Entity("Ana Shah", "person", ["Priya's sister", "Lives in Pune"])]))
+    assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister"}  # a note that names the user
+    store.mutate(lambda g: g.create_relations([Relation("Priya Shah", "Ana Shah", "sibling of")]))
+    assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister", "sibling of"}  # a new relation
+
+    store.mutate(lambda g: g.create_entities([Entity("default_user", "person", ["Lives in Leeds"])]))
+    user = after_a_question(searcher, store)  # a created default_user is the user, and knows no one yet
+    assert (user["user"], user["names"], user["roles"]) == ("default_user", (), {})
+    store.mutate(lambda g: g.add_observations([("default_user", ["Full name Priya Shah"])]))
+    user = after_a_question(searcher, store)  # now Priya Shah is the user too, with her relations
+    assert user["names"] == ("priya",) and user["selves"] == {"default_user", "Priya Shah"}
+    assert user["roles"]["Tom Reed"] == {"married to"} and user["roles"]["Dana Okoro"] == {"manager"}
+
+    store.mutate(lambda g: g.delete_entities(["default_user"]))
+    store.mutate(lambda g: g.delete_relations([("Priya Shah", "Ana Shah", "sibling of")]))
+    user = after_a_question(searcher, store)
+    assert user["user"] == "Priya Shah" and user["roles"]["Ana Shah"] == {"sister"}
+
+
+def test_mentions_written_after_the_index_was_made_decide_between_two_people(tmp_path):
+    """Two people equally documented: how often the notes name each decides, counted again after each write; new
+    relations can give one a clear lead."""
+    people = [Entity("Ann Lee", "person", ["Nurse", "Runs", "Lives in Hull"]), Entity("Bob Kay", "person", ["Chef"])]
+    notes = [Entity(f"Note {n}", "note", [f"Lunch with Ann on day {n}"]) for n in range(4)]
+    store = GraphStore(tmp_path / "memory.jsonl")
+    store.mutate(lambda g: g.create_entities(copied([*people, *notes])))
+    searcher = Searcher(EmbedderSlot("none"))
+    assert after_a_question(searcher, store)["user"] == "Ann Lee"
+    store.mutate(
+        lambda g: g.add_observations(
+            [("Bob Kay", ["Tennis", "Sings"]), *((f"Note {n}", ["Bob cooked"]) for n in (0, 1))]
+        )
+    )
+    assert after_a_question(searcher, store) is None  # 3 + 4 mentions against 3 + 2: no clear lead
+    store.mutate(
+        lambda g: g.add_observations([(f"Note {n}", [f"Bob called on {n}", f"Bob left on {n}"]) for n in range(4)])
+    )
+    store.mutate(lambda g: g.delete_entities(["Note 3"]))
+    assert after_a_question(searcher, store)["user"] == "Bob Kay"  # 3 + 8 mentions against 3 + 3
+    store.mutate(lambda g: g.create_relations(Relation("Ann Lee", f"Note {n}", "wrote") for n in range(3)))
+    assert after_a_question(searcher, store)["user"] == "Ann Lee"  # 6 relations and notes against 3: a clear lead
+
+
+EDIT_NAMES = ["default_user", "Priya Shah", "Tom Reed", "Ana Shah", "Aoife Gallagher", "Tom Nowak", "Note 1", "Note 2"]
+EDIT_TYPES = ["person", "user", "pet", "note", "Person "]
+EDIT_NOTES = [
+    "Lives in Leeds",
+    "Priya's mother",
+    "Priya's older brother, 45",
+    "Godchild of Priya",
+    "Full name Aoife Gallagher",
+    "Name: Tomasz Nowak, goes by Tom",
+    "Tom's manager since 2023",
+    "Lunch with Priya and Tom",
+]
+EDIT_KINDS = ["married to", "child_of", "is", "reports to", "knows"]
+edits = st.tuples(
+    st.sampled_from(["note", "unnote", "entity", "delete", "relate", "unrelate"]), *[st.integers(0, 99)] * 3
+)
+
+
+def edit(graph: KnowledgeGraph, kind: str, a: int, b: int, c: int) -> None:
+    names = list(graph.entities)
+    if kind == "note" and names:
+        graph.add_observations([(names[a % len(names)], [EDIT_NOTES[b % len(EDIT_NOTES)]])])
+    elif kind == "unnote" and names and graph.entities[names[a % len(names)]].observations:
+        said = graph.entities[names[a % len(names)]].observations
+        graph.delete_observations([(names[a % len(names)], [said[b % len(said)]])])
+    elif kind == "entity":
+        graph.create_entities(
+            [
+                Entity(
+                    EDIT_NAMES[a % len(EDIT_NAMES)], EDIT_TYPES[b % len(EDIT_TYPES)], [EDIT_NOTES[c % len(EDIT_NOTES)]]
+                )
+            ]
+        )
+    elif kind == "delete" and names:
+        graph.delete_entities([names[a % len(names)]])
+    elif kind == "relate" and names:
+        graph.create_relations(
+            [Relation(names[a % len(names)], names[b % len(names)], EDIT_KINDS[c % len(EDIT_KINDS)])]
+        )
+    elif kind == "unrelate" and graph.relations:
+        graph.delete_relations([list(graph.relations)[a % len(graph.relations)]])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.lists(edits, min_size=1, max_size=3), min_size=1, max_size=6))
+def test_the_user_known_after_each_write_is_the_one_a_new_index_finds(tmp_path_factory, steps):
+    store = GraphStore(tmp_path_factory.mktemp("memory") / "memory.jsonl")
+    memory = copied([*PRIYA, *TERSE[1:], *distractors(30)])  # no default_user: the centre of the graph is the user
+    store.mutate(lambda g: (g.create_entities(memory), g.create_relations([*RELATIONS, TERSE_RELATIONS[-1]])))
+    searcher = Searcher(EmbedderSlot("none"))
+    after_a_question(searcher, store)
+    for step in steps:  # a write of a few edits, then a first-person question
+        store.mutate(lambda g, step=step: [edit(g, *one) for one in step])
+        after_a_question(searcher, store)
+
+
+def test_a_reader_of_the_user_waits_for_an_update_in_progress(monkeypatch):
+    """The re-ranker's thread reads the user while a search may be updating the index: it waits for the update, so
+    what the index keeps of each entity is never read, and kept, halfway through a change."""
+    graph = KnowledgeGraph()
+    graph.create_entities(copied([*PRIYA, *distractors(40)]))
+    graph.create_relations(RELATIONS)
+    index = GraphIndex(graph)
+    assert index.entities[index.user.number].name == "Priya Shah"
+    waited = []
+
+    def change(documents, *args):  # the documents change first; the rest of the index follows them
+        delta = Documents.change(documents, *args)
+        reader = threading.Thread(target=lambda: index.user)
+        reader.start()
+        reader.join(0.3)
+        waited.append(reader.is_alive())
+        return delta
+
+    graph.create_entities([Entity("default_user", "person", ["Full name Priya Shah"])])
+    monkeypatch.setattr(index.documents, "change", functools.partial(change, index.documents))
+    index.update(graph, {"default_user"})
+    assert waited == [True]
+    assert described(index) == described(GraphIndex(graph)) and described(index)["user"] == "default_user"
