@@ -123,8 +123,9 @@ class EntityCache:
 
     @property
     def nbytes(self) -> int:
-        columns = sum(values.nbytes for _, _, values in self._columns.values())
-        return columns + 100 * (len(self._numbers or ()) + sum(len(held[2]) for held in self._sparse.values()))
+        # Read while the re-ranker's thread may add to the cache: the dicts are copied (one step under the GIL) first.
+        columns = sum(values.nbytes for _, _, values in list(self._columns.values()))
+        return columns + 100 * (len(self._numbers or ()) + sum(len(held[2]) for held in list(self._sparse.values())))
 
     def _carry_sparse(self, index: GraphIndex, new_number: np.ndarray, changed: np.ndarray) -> None:
         if not self._sparse:

@@ -87,3 +87,21 @@ def test_a_change_of_many_entities_starts_again():
     ASKED.clear()
     values = index.entity_cache().column(index, "observations", observations)
     assert ASKED == [list(range(1000))] and values.tolist() == index.documents.snapshot.counts.tolist()
+
+
+def test_its_size_can_be_read_while_another_thread_fills_it():
+    """A searcher weighs every index it keeps (Searcher._release) while the re-ranker's thread may be finding a
+    user, and so adding values to the cache: the weighing must not trip over them."""
+    graph = memory(10)
+    index = GraphIndex(graph)
+    cache = index.entity_cache()
+
+    class Filling(np.ndarray):  # a column whose size is read just as another thread adds a column and a value
+        @property
+        def nbytes(self) -> int:
+            cache.column(index, "observations", observations)
+            cache.sparse("hello", None, hello, lambda: said_hello(index))
+            return 0
+
+    cache.column(index, "filling", lambda index, numbers: np.zeros(len(numbers)).view(Filling))
+    assert index.nbytes > 0
