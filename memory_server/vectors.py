@@ -34,6 +34,7 @@ GROUP = 16  # rows: a multiple of every row group the BLAS kernels use
 GROWTH = 4  # a new block holds at least a quarter of the rows so far
 CHUNK = 2048  # rows converted to float32 at a time for a dot product (2 MB at 256 dimensions: stays in cache)
 STEPS = 127  # the largest int8 magnitude
+SMALLEST_EXPONENT = -126  # of a scale: float32's smallest normal power of two
 
 
 class VectorRows:
@@ -111,6 +112,7 @@ def _quantised(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     largest = np.abs(vectors).max(axis=1) if vectors.size else np.zeros(len(vectors), dtype=np.float32)
     with np.errstate(divide="ignore"):
         exponents = np.where(largest > 0, np.ceil(np.log2(largest / STEPS)), 0.0)
+    np.maximum(exponents, SMALLEST_EXPONENT, out=exponents)  # components under float32's normal range round to 0
     scales = np.exp2(exponents).astype(np.float32)
     values = np.clip(np.rint(vectors / scales[:, None]), -STEPS, STEPS).astype(np.int8)
     return values, scales

@@ -1,6 +1,8 @@
 """Document vectors kept as int8 with a power-of-two scale per row: close to float32, a quarter of its size, and
 the same bytes however often a vector is moved, cached and read back."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -67,3 +69,12 @@ def test_a_rows_dot_product_does_not_depend_on_where_it_is(unit_vectors):
 def test_the_rows_take_a_quarter_of_float32s_memory():
     rows = VectorRows(256, 10_000)
     assert rows.nbytes < 10_000 * 256 * 4 * 0.3
+
+
+def test_components_too_small_for_float32_round_to_zero_without_a_warning():
+    rows = VectorRows(4, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows.put(np.array([0, 1]), np.array([[0.5, 1e-44, -1e-45, 0.0], [1.0, 0.0, 0.0, 0.0]], dtype=np.float32))
+        scores = rows.dot(np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32), 2)
+    assert list(scores) == [0.5, 1.0]
