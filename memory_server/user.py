@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,10 +27,8 @@ from memory_server.user_facts import (
     called_in,
     degrees,
     mentions_in,
-    person_flags,
     persons,
     typed_as_user,
-    user_flags,
 )
 
 if TYPE_CHECKING:
@@ -96,7 +93,7 @@ class User:
 
 
 def user_of(index: GraphIndex) -> User | None:
-    """The user of the index's memory (see find_user), with what first-person questions need to know about them."""
+    """The user of the index's memory (see _find_in), with what first-person questions need to know about them."""
     cache = index.entity_cache()
     said = functools.cache(lambda: JoinedText(index.documents.snapshot.flat))  # read whole only when needed
     number = _find_in(index, cache, said)
@@ -161,25 +158,12 @@ def _names_holding(index: GraphIndex, needles: Iterable[str]) -> Sequence[int]:
     return sorted({n for needle in needles for n in index.names.holders(needle)})
 
 
-def find_user(entities: Sequence[Entity], links: Iterable[tuple[str, str]]) -> int | None:
+def _find_in(index: GraphIndex, cache: EntityCache, said: Callable[[], JoinedText]) -> int | None:
     """The number of the entity that stands for the memory's user, if one can be told: an entity typed or named as
     the user ("user", "default_user", as the official server's suggested prompt names it), else the person at the
     centre of the graph: the most relations, observations and mentions of their first name, well ahead of anyone
-    else (a memory about two people equally, or about none, has no user)."""
-    degree = Counter(itertools.chain.from_iterable(links))
-    types, names = [e.entity_type for e in entities], [e.name for e in entities]
-    scores = np.fromiter((degree.get(e.name, 0) + len(e.observations) for e in entities), np.int64, len(entities))
-    person = person_flags(types)
-    said = functools.cache(lambda: "\n".join(o.lower() for e in entities for o in e.observations))
-
-    def people_called(first: str) -> list[int]:
-        return [n for n in np.flatnonzero(person).tolist() if _first(entities[n].name) == first]
-
-    return _choose(entities, user_flags(types, names), person, scores, lambda first: said().count(first), people_called)
-
-
-def _find_in(index: GraphIndex, cache: EntityCache, said: Callable[[], JoinedText]) -> int | None:
-    """find_user for the index's memory, from what its cache keeps of each entity."""
+    else (a memory about two people equally, or about none, has no user). Read from what the index's cache keeps of
+    each entity."""
     person = cache.column(index, "person", persons)
     scores = cache.column(index, "degree", degrees, relational=True) + index.documents.snapshot.counts
 
@@ -203,7 +187,7 @@ def _choose(
     mentions: Callable[[str], int],
     people_called: Callable[[str], list[int]],
 ) -> int | None:
-    """find_user, given which entities are typed or named as the user, which are people, each one's relations and
+    """_find_in, given which entities are typed or named as the user, which are people, each one's relations and
     observations (`scores`), how often the observations say a first name, and the people of a first name."""
     if typed.any():
         return int(np.argmax(typed))

@@ -14,7 +14,18 @@ from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex, Searcher, Target
 from memory_server.store import GraphStore
-from memory_server.user import find_user, possessed
+from memory_server.user import possessed
+
+
+def find_user(entities: list[Entity], links: list[tuple[str, str]]) -> int | None:
+    """The number of the entity a search index of these entities and links takes for the memory's user."""
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities)
+    names = {e.name for e in entities}  # a graph holds no relation to an entity it lacks
+    graph.create_relations(Relation(a, b, "knows") for a, b in links if a in names and b in names)
+    user = GraphIndex(graph).user
+    return None if user is None else user.number
+
 
 PRIYA = [
     Entity(
