@@ -16,10 +16,16 @@ last rows of a matrix, when they do not fill a group, by another kernel that sum
 OpenBLAS: rows in full groups of 4 agree to the bit wherever they are; the others do not). So every block and every
 chunk holds a multiple of GROUP rows (the unused ones are zeros) and is multiplied whole: each row goes through the
 same kernel. BLAS runs on one thread (as the server sets it): a threaded product would split the rows elsewhere.
+A large product is split here instead, by whole chunks among a few threads (numpy lets go of the GIL while it
+converts and multiplies): a row's kernel is the same whoever computes it, and two threads halve a product bound by
+one core's share of the memory bandwidth (1M rows: ~70 to ~40 ms).
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from memory_server.lazy import lazy_module
@@ -35,6 +41,9 @@ GROWTH = 4  # a new block holds at least a quarter of the rows so far
 CHUNK = 2048  # rows converted to float32 at a time for a dot product (2 MB at 256 dimensions: stays in cache)
 STEPS = 127  # the largest int8 magnitude
 SMALLEST_EXPONENT = -126  # of a scale: float32's smallest normal power of two
+THREADS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+PARALLEL_ROWS = 8 * CHUNK  # a product of fewer rows stays on the caller's thread: a thread costs more than it saves
+_threads: ThreadPoolExecutor | None = None
 
 
 class VectorRows:
@@ -85,22 +94,35 @@ class VectorRows:
     def dot(self, vector: np.ndarray, rows: int) -> np.ndarray:
         """The dot product of each of the first `rows` rows with `vector`, in a new array."""
         vector = np.ascontiguousarray(vector, dtype=np.float32)
-        first, rest = vector[0], np.ascontiguousarray(vector[1:])
         out = np.empty(self.capacity, dtype=np.float32)
-        buffer = np.empty((CHUNK, self.dim - 1), dtype=np.float32)
-        for head, block, scale, start in zip(self._heads, self._blocks, self._scales, self._starts):
+        chunks = list(self._chunks(rows))
+        runs = THREADS if rows >= PARALLEL_ROWS else 1
+        if runs == 1:
+            self._dot_chunks(vector, chunks, out)
+        else:
+            list(_pool().map(lambda n: self._dot_chunks(vector, chunks[n::runs], out), range(runs)))
+        return out[:rows]
+
+    def _chunks(self, rows: int) -> Iterator[tuple[int, int, int]]:
+        """(block, begin, end) of each chunk holding the first `rows` rows, in whole groups: the same kernel for
+        every row."""
+        for number, (block, start) in enumerate(zip(self._blocks, self._starts)):
             if start >= rows:
                 break
-            used = min(len(block), _round_up(rows - start))  # whole groups still: the same kernel for every row
+            used = min(len(block), _round_up(rows - start))
             for begin in range(0, used, CHUNK):
-                end = min(begin + CHUNK, used)
-                part = buffer[: end - begin]
-                np.copyto(part, block[begin:end], casting="unsafe")
-                np.matmul(part, rest, out=out[start + begin : start + end])
-            done = out[start : start + used]
-            done *= scale[:used]
-            done += head[:used] * first
-        return out[:rows]
+                yield number, begin, min(begin + CHUNK, used)
+
+    def _dot_chunks(self, vector: np.ndarray, chunks: list[tuple[int, int, int]], out: np.ndarray) -> None:
+        first, rest = vector[0], np.ascontiguousarray(vector[1:])
+        buffer = np.empty((CHUNK, self.dim - 1), dtype=np.float32)
+        for number, begin, end in chunks:
+            part, start = buffer[: end - begin], self._starts[number]
+            np.copyto(part, self._blocks[number][begin:end], casting="unsafe")
+            done = out[start + begin : start + end]
+            np.matmul(part, rest, out=done)
+            done *= self._scales[number][begin:end]
+            done += self._heads[number][begin:end] * first
 
     @property
     def nbytes(self) -> int:
@@ -116,6 +138,13 @@ def _quantised(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scales = np.exp2(exponents).astype(np.float32)
     values = np.clip(np.rint(vectors / scales[:, None]), -STEPS, STEPS).astype(np.int8)
     return values, scales
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _threads
+    if _threads is None:
+        _threads = ThreadPoolExecutor(THREADS, thread_name_prefix="dot")
+    return _threads
 
 
 def _round_up(rows: int) -> int:

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
+from memory_server import vectors as vectors_module
 from memory_server.vectors import CHUNK, VectorRows
 
 
@@ -78,3 +79,23 @@ def test_components_too_small_for_float32_round_to_zero_without_a_warning():
         rows.put(np.array([0, 1]), np.array([[0.5, 1e-44, -1e-45, 0.0], [1.0, 0.0, 0.0, 0.0]], dtype=np.float32))
         scores = rows.dot(np.array([1.0, 1.0, 1.0, 1.0], dtype=np.float32), 2)
     assert list(scores) == [0.5, 1.0]
+
+
+def test_a_large_product_split_among_threads_gives_the_same_bits(unit_vectors, monkeypatch):
+    """Past PARALLEL_ROWS the chunks are shared among threads: every row still goes through the same kernel, so the
+    scores are those of one thread, and a row's score is the one it has in a small index."""
+    count = vectors_module.PARALLEL_ROWS + 3 * CHUNK + 21  # a last chunk that is not full, in a second block
+    rows = VectorRows(256, count // 2)
+    numbers = np.arange(count)
+    rows.put(numbers, unit_vectors[numbers % len(unit_vectors)])
+    query = unit_vectors[77]
+    monkeypatch.setattr(vectors_module, "THREADS", 3)
+    shared = rows.dot(query, count)
+    monkeypatch.setattr(vectors_module, "THREADS", 1)
+    alone = rows.dot(query, count)
+    assert np.array_equal(shared, alone)
+    last = numbers[-16:]  # in the second block, in its last chunk
+    small = VectorRows(256, 16)
+    small.put(np.arange(16), unit_vectors[last % len(unit_vectors)])
+    assert np.array_equal(shared[last], small.dot(query, 16))
+    assert np.abs(shared - unit_vectors[numbers % len(unit_vectors)] @ query).max() < 0.004
