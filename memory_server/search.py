@@ -157,9 +157,8 @@ class GraphIndex(DocumentIndex):
         order[equals] = 1.0 + 2 * NAME_MATCH_RANK
         named = set(contains.tolist())
         hits = []
-        for d in _top(order, limit):
-            if order[d] <= 0:
-                continue
+        scored = np.flatnonzero(order > 0)  # a few: ranking them alone spares sorting a million zeros
+        for d in scored[_top(order[scored], limit)].tolist():
             # What the cut-off compares: how far the score stands above this query's usual score in this memory
             # (raw scores all sit near the static model's baseline cosine: a share of the best would keep them all).
             standing = NAME_MATCH_RANK if d in named else max((relevance[d] - usual) / (spread or 1.0), 0.0)
