@@ -101,6 +101,32 @@ def test_a_relevant_fact_elsewhere_beats_the_projects_irrelevant_ones(tmp_path):
     assert (own.hits[0].label, own.hits[0].hit.observation) == ("project", "make test (go test ./... -race)")
 
 
+NEAR_MISSES = [
+    Entity("Tiago Ferreira", "person", ["Architect; visits Berlin once a month", "Cousin of Cian"]),
+    Entity("Car insurance", "note", ["Renewed every year in March with Aviva"]),
+    Entity("Wall calendar", "note", ["Bin day on the kitchen wall calendar: green bin Tuesdays"]),
+    Entity("Garden", "note", ["The back wall needs repointing this year", "Leaves fall into the gutter every autumn"]),
+    Entity("Berlin trip", "event", ["Flights to Berlin booked for the Christmas market, 12 December"]),
+]
+
+
+def test_hits_that_only_share_a_word_with_the_question_are_left_out(tmp_path):
+    """The static cut-off keeps notes sharing a word with the question ("year", "fall"); those the transformer
+    reads as unrelated, or far below the best hit past the first three, cost the agent's context for nothing."""
+    store = store_with(tmp_path, "aoife", AOIFE + NEAR_MISSES, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "what year did the Berlin Wall fall", "hybrid", 10, None)
+    cosines = [h.hit.cosine for h in outcome.hits]
+    assert outcome.hits and min(cosines) >= rerank.LEAST_COSINE, answers(outcome, 10)
+    assert all(c >= max(cosines) - rerank.COSINE_GAP for c in cosines[rerank.FIRST_MATCHES :])
+    assert ("Car insurance", "Renewed every year in March with Aviva") not in answers(outcome, 10)
+    both = searcher.search([Target("m", store)], "how often do I visit Berlin", "hybrid", 10, None)
+    assert set(answers(both)) >= {
+        ("Tiago Ferreira", "Architect; visits Berlin once a month"),
+        ("Berlin trip", "Flights to Berlin booked for the Christmas market, 12 December"),
+    }
+
+
 def test_no_text_is_read_twice_across_restarts(tmp_path, monkeypatch):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     first = slot(tmp_path)
