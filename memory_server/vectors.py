@@ -147,5 +147,15 @@ def _pool() -> ThreadPoolExecutor:
     return _threads
 
 
+def _forget_threads() -> None:
+    """In a forked child: the pool's threads stayed in the parent, and work queued for them would wait forever."""
+    global _threads
+    _threads = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
+
+
 def _round_up(rows: int) -> int:
     return -(-rows // GROUP) * GROUP

@@ -1,6 +1,9 @@
 """Document vectors kept as int8 with a power-of-two scale per row: close to float32, a quarter of its size, and
 the same bytes however often a vector is moved, cached and read back."""
 
+import os
+import signal
+import time
 import warnings
 
 import numpy as np
@@ -99,3 +102,28 @@ def test_a_large_product_split_among_threads_gives_the_same_bits(unit_vectors, m
     small.put(np.arange(16), unit_vectors[last % len(unit_vectors)])
     assert np.array_equal(shared[last], small.dot(query, 16))
     assert np.abs(shared - unit_vectors[numbers % len(unit_vectors)] @ query).max() < 0.004
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX's")
+def test_a_process_forked_after_a_large_product_can_still_compute_one(unit_vectors, monkeypatch):
+    """A forked child holds the parent's pool but none of its threads: a product there must not wait for them."""
+    monkeypatch.setattr(vectors_module, "THREADS", 2)
+    count = vectors_module.PARALLEL_ROWS
+    rows = VectorRows(256, count)
+    numbers = np.arange(count)
+    rows.put(numbers, unit_vectors[numbers % len(unit_vectors)])
+    query = unit_vectors[3]
+    expected = rows.dot(query, count)  # the pool and its threads exist from here
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+ warns of a fork with threads running
+        child = os.fork()
+    if child == 0:  # pragma: no cover (the child)
+        os._exit(0 if np.array_equal(rows.dot(query, count), expected) else 1)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert done[0] == child, "the child's product waited for threads it does not have"
+    assert os.waitstatus_to_exitcode(done[1]) == 0
