@@ -375,3 +375,17 @@ async def test_over_stdio_first_person_questions_and_nonsense(tmp_path):
         assert result.structured_content["matches"] == [] and result.structured_content["entities"] == []
         text = text_of(result)
         assert "0 matches" in text and "nothing relevant found" in text and "name or type matched" not in text
+
+
+def test_a_smaller_limit_returns_the_first_hits_of_a_larger_one_even_among_ties(tmp_path, bundled):
+    """Names that all contain the query score the same: which of them a limit keeps must not be left to a partial
+    sort (it picked a different few for every memory size); the first in the file come first, as with no limit."""
+    tickets = [Entity(f"Ticket {n}", "ticket", [f"Refactor the module {n} before the audit"]) for n in range(60)]
+    store = store_with(tmp_path, "tickets", tickets)
+    searcher = Searcher(bundled)
+    everything = searcher.search([Target("m", store)], "ticket", "hybrid", None, None)
+    names = [h.hit.entity.name for h in everything.hits]
+    assert names[:3] == ["Ticket 0", "Ticket 1", "Ticket 2"]
+    for limit in (1, 3, 7, 20):
+        some = searcher.search([Target("m", store)], "ticket", "hybrid", limit, None)
+        assert [h.hit.entity.name for h in some.hits] == names[:limit]
