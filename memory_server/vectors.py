@@ -99,8 +99,15 @@ class VectorRows:
         runs = THREADS if rows >= PARALLEL_ROWS else 1
         if runs == 1:
             self._dot_chunks(vector, chunks, out)
-        else:
-            list(_pool().map(lambda n: self._dot_chunks(vector, chunks[n::runs], out), range(runs)))
+            return out[:rows]
+        jobs = []
+        for n in range(runs):
+            try:
+                jobs.append(_pool().submit(self._dot_chunks, vector, chunks[n::runs], out))
+            except RuntimeError:  # the interpreter is exiting: its pool takes no more work, so the caller does it
+                self._dot_chunks(vector, chunks[n::runs], out)
+        for job in jobs:
+            job.result()
         return out[:rows]
 
     def _chunks(self, rows: int) -> Iterator[tuple[int, int, int]]:

@@ -3,6 +3,9 @@ the same bytes however often a vector is moved, cached and read back."""
 
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
 import warnings
 
@@ -127,3 +130,24 @@ def test_a_process_forked_after_a_large_product_can_still_compute_one(unit_vecto
         os.waitpid(child, 0)
     assert done[0] == child, "the child's product waited for threads it does not have"
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_a_large_product_while_the_interpreter_exits_is_still_computed(tmp_path):
+    """At exit the pool takes no more work (daemon threads and atexit hooks still run): the caller computes it."""
+    script = textwrap.dedent(
+        """
+        import atexit, os
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+        import numpy as np
+        from memory_server import vectors
+        vectors.THREADS = 2
+        count = vectors.PARALLEL_ROWS
+        rows = vectors.VectorRows(256, count)
+        rows.put(np.arange(count), np.full((count, 256), 1 / 16, dtype=np.float32))
+        query = np.full(256, 1 / 16, dtype=np.float32)
+        expected = rows.dot(query, count)  # the pool and its threads exist from here
+        atexit.register(lambda: print("same", np.array_equal(rows.dot(query, count), expected)))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "same True", "")
