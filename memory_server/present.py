@@ -113,7 +113,8 @@ class Call:
 def _argument(key: str, value: Any) -> str:
     if _is_placeholder(value):
         return str(value)
-    if isinstance(value, str) and len(value) > ECHO_LIMIT:  # a long query is repeated by the caller, not by us
+    # A long query is repeated by the caller, not by us; a cursor is ours, and the text is the model's only copy.
+    if isinstance(value, str) and len(value) > ECHO_LIMIT and key != "cursor":
         return f"<the same {key}>"
     return _compact(value)
 
