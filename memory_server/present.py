@@ -7,19 +7,20 @@ from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
 from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo, listed, shortened
-from memory_server.search import Outcome, ranked_entities
+from memory_server.search import Outcome
 from memory_server.stats import totals
 from memory_server.store import GraphStore
 
 
 def search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
-    hits = [labelled.hit for labelled in outcome.hits]
+    several = outcome.memories > 1
+    entities = {id(h.hit.entity): (h.label, h.hit.entity) for h in outcome.hits}  # each once, by its best hit
     relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
     if outcome.mode == "keyword":
         relations = dict(sorted(relations.items(), key=lambda item: item[1].slot))  # file order, as upstream
     structured = {
-        "entities": [e.to_dict() for e in ranked_entities(hits)],
-        "relations": [r.to_dict() for r in relations.values()],
+        "entities": [in_context(e.to_dict(), label, several) for label, e in entities.values()],
+        "relations": [in_context(r.to_dict(), label, several) for (label, _), r in relations.items()],
         "matches": [
             {
                 "entityName": h.hit.entity.name,
@@ -36,10 +37,16 @@ def search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
     return structured, matches_text(outcome)
 
 
+def in_context(record: dict[str, Any], label: str, several: bool) -> dict[str, Any]:
+    """An entity or relation of a search of several memories says which one it is in (two memories may each hold
+    an entity of one name); of one memory, it is exactly the official server's."""
+    return {**record, "context": label} if several else record
+
+
 def matches_text(outcome: Outcome) -> str:
     how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
     lines = [f"{len(outcome.hits)} matches ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
-    labels = len({h.label for h in outcome.hits}) > 1
+    labels = outcome.memories > 1 or len({h.label for h in outcome.hits}) > 1
     for number, labelled in enumerate(outcome.hits, start=1):
         hit = labelled.hit
         where = f"[{labelled.label}] " if labels else ""
@@ -48,7 +55,11 @@ def matches_text(outcome: Outcome) -> str:
     relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
     if relations:
         lines.append(
-            "Relations: " + "; ".join(f"{r.source} -{r.relation_type}-> {r.target}" for r in relations.values())
+            "Relations: "
+            + "; ".join(
+                f"{f'[{label}] ' if labels else ''}{r.source} -{r.relation_type}-> {r.target}"
+                for (label, _), r in relations.items()
+            )
         )
     return "\n".join(lines)
 

@@ -239,7 +239,8 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
             hits.append(_with_entity(labelled, entity))
         page = replace(outcome, hits=_attach(hits, page_relations))
         structured, text = present.search_result(page)
-        structured["relations"] = [r.to_dict() for _, r in page_relations]
+        several = outcome.memories > 1
+        structured["relations"] = [present.in_context(r.to_dict(), label, several) for label, r in page_relations]
         structured["total"] = {
             "entities": listing.entity_count,
             "relations": listing.relation_count,

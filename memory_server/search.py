@@ -419,7 +419,12 @@ class Searcher:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
         return Outcome(
-            hits[:limit] if limit is not None else hits, mode, model_name(embedder, reader), bool(embedder), note
+            hits[:limit] if limit is not None else hits,
+            mode,
+            model_name(embedder, reader),
+            bool(embedder),
+            note,
+            len(targets),
         )
 
     def warm(self, store: GraphStore) -> None:
