@@ -706,6 +706,8 @@ async def test_a_search_of_every_context_says_in_its_text_which_context_each_hit
     async with world.server(MEMORY_EMBEDDING_MODEL="none", MEMORY_RERANKER="none") as s:
         keyword = await call(s, "search_nodes", query="lisbon", context="*", mode="keyword")
         alone = text_of(await call(s, "search_nodes", query="standing desk", context="*"))
+        opened = await failure(s, "open_nodes", names=["Maya"], context="*")
+    assert "'*' (every context) works with search_nodes (and the search command) only" in opened
     text = text_of(keyword)
     body = json.loads(text[text.index("{") :])
     assert sorted((e["name"], e["context"]) for e in body["entities"]) == [("Maya", "default"), ("Maya", "work")]
