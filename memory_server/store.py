@@ -58,6 +58,7 @@ from memory_server.files import (
     write_mark,
 )
 from memory_server.graph import Changes, KnowledgeGraph, Plan, SkippedLine
+from memory_server.jsonl import CONFLICT_MARKER
 from memory_server.target import Target, find_target
 
 T = TypeVar("T")
@@ -498,7 +499,13 @@ def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
     listed = "; ".join(f"line {s.line_number}: {s.reason}" for s in skipped[:_MAX_LISTED_PROBLEMS])
     more = f"; and {len(skipped) - _MAX_LISTED_PROBLEMS} more" if len(skipped) > _MAX_LISTED_PROBLEMS else ""
     lines = "1 line" if len(skipped) == 1 else f"{len(skipped)} lines"
+    merge = (
+        " The file holds an unfinished git merge: keep the lines you want, delete the markers, `git add` it; "
+        "`mcp-memory-contexts install-merge-driver` makes git merge memory files record by record."
+        if any(s.reason == CONFLICT_MARKER for s in skipped)
+        else ""
+    )
     return (
         f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
-        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph."
+        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph." + merge
     )
