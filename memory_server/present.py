@@ -282,6 +282,8 @@ def instructions(contexts: Contexts) -> str:
         where = f"{active.path} (its project is found from your workspace at the first call)"
     else:
         where = str(resolved.path) + (" (this project's memory)" if resolved.project is not None else "")
+        if resolved.instead_of:  # the file is another context's: say so, or the model files project notes there
+            where = f"{active.path}; no project found yet, so the tools use {resolved.name} → {resolved.path}"
     others = [config for config in contexts.registry.contexts() if config.name != active.name]
     lines = [
         "Long-term memory: a knowledge graph of entities (name, type, observations) and the relations between them.",
