@@ -265,3 +265,20 @@ async def test_an_unwritable_path_is_named_in_the_error(tmp_path):
         message = await failure(s, "create_entities", entities=[entity("a")])
     assert str(blocker) in message and ("Not a directory" in message or "File exists" in message)
     assert os.path.isfile(blocker)
+
+
+async def test_create_entities_says_which_names_it_did_not_create(env, memory):
+    """The official server answers [] for an entity that already exists and drops the observations sent with it;
+    a model reading only '[]' believes they were saved. The text says what was not created and what to call."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Ann", "person", "likes tea")])
+        result = await call(s, "create_entities", entities=[entity("Ann", "human", "moved to Oslo"), entity("Bo")])
+        twice = await call(s, "create_entities", entities=[entity("Cy", "t", "one"), entity("Cy", "t", "two")])
+        fresh = await call(s, "create_entities", entities=[entity("Di")])
+    assert result.structured_content["entities"] == [entity("Bo")]  # the official answer, unchanged
+    text = text_of(result)
+    assert "Already in memory, so not created (nothing sent for them was saved): Ann." in text
+    assert "add_observations" in text
+    assert "Already in memory" in text_of(twice) and "Cy." in text_of(twice).splitlines()[1]
+    assert "Already in memory" not in text_of(fresh)
+    assert [r.get("observations") for r in jsonl(memory)] == [["likes tea"], [], ["one"], []]
