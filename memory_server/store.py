@@ -283,6 +283,13 @@ class GraphStore:
             return self._graph
         if target.st is None:  # nothing to read, and nothing created by reading
             return self._keep(target, KnowledgeGraph(), None, None)
+        lock_path = lock_path_for(target.real)
+        if not os.path.lexists(lock_path):
+            # No writer of ours has been here, and reading creates no file (outside git the lock would be a new
+            # file in the user's folder). A writer starting now appends in one write or renames; a last line
+            # still incomplete is waited for (_load) as under a lock read past.
+            self._lock_path = lock_path
+            return self._load(target, deadline, writing=False)
         # Read under the lock so a concurrent append of ours is never seen half-written.
         with self._locked(target, deadline, writing=False):
             return self._load(find_target(self.path, self.allowed_root), deadline, writing=False)
