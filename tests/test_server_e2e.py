@@ -282,3 +282,16 @@ async def test_create_entities_says_which_names_it_did_not_create(env, memory):
     assert "Already in memory" in text_of(twice) and "Cy." in text_of(twice).splitlines()[1]
     assert "Already in memory" not in text_of(fresh)
     assert [r.get("observations") for r in jsonl(memory)] == [["likes tea"], [], ["one"], []]
+
+
+async def test_open_nodes_names_what_it_did_not_find_and_what_was_meant(env, memory):
+    """An agent that opens "maya" or "Maya" for "Maya Okafor" gets the official empty answer; the text says which
+    names were not found and the names it may have meant, so the next call can be right."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Maya Okafor", "person", "lives in Lisbon"), entity("Luna")])
+        result = await call(s, "open_nodes", names=["luna", "Maya", "Ghost", "Luna"])
+        found = await call(s, "open_nodes", names=["Luna"])
+    assert [e["name"] for e in result.structured_content["entities"]] == ["Luna"]  # the official answer
+    text = text_of(result)
+    assert "Not found: 'luna' (did you mean 'Luna'?), 'Maya' (did you mean 'Maya Okafor'?), 'Ghost'." in text
+    assert "Not found" not in text_of(found)
