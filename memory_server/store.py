@@ -53,6 +53,7 @@ from memory_server.files import (
     read_regular,
     remove_legacy_lock,
     remove_stale_temp_files,
+    stale_temp_files,
     write_all,
     write_atomically,
     write_mark,
@@ -284,10 +285,11 @@ class GraphStore:
         if target.st is None:  # nothing to read, and nothing created by reading
             return self._keep(target, KnowledgeGraph(), None, None)
         lock_path = lock_path_for(target.real)
-        if not os.path.lexists(lock_path):
+        if not os.path.lexists(lock_path) and not stale_temp_files(target.real):
             # No writer of ours has been here, and reading creates no file (outside git the lock would be a new
             # file in the user's folder). A writer starting now appends in one write or renames; a last line
-            # still incomplete is waited for (_load) as under a lock read past.
+            # still incomplete is waited for (_load) as under a lock read past. Leftovers of a killed writer
+            # are swept under the lock, below.
             self._lock_path = lock_path
             return self._load(target, deadline, writing=False)
         # Read under the lock so a concurrent append of ours is never seen half-written.
