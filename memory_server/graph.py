@@ -216,7 +216,7 @@ class KnowledgeGraph(Following):
         for relation in relations if require_ends else ():
             for end in (relation.source, relation.target):
                 if end not in self.entities:
-                    raise EntityNotFoundError(end)
+                    raise EntityNotFoundError(end, self.names_like([end])[end])
         added: list[Relation] = []
         for relation in relations:
             if relation.key not in self.relations:
@@ -228,7 +228,7 @@ class KnowledgeGraph(Following):
         additions = list(additions)
         for name, _ in additions:
             if name not in self.entities:
-                raise EntityNotFoundError(name)
+                raise EntityNotFoundError(name, self.names_like([name])[name])
         results = []
         for name, contents in additions:
             entity = self.entities[name]

@@ -295,3 +295,16 @@ async def test_open_nodes_names_what_it_did_not_find_and_what_was_meant(env, mem
     text = text_of(result)
     assert "Not found: 'luna' (did you mean 'Luna'?), 'Maya' (did you mean 'Maya Okafor'?), 'Ghost'." in text
     assert "Not found" not in text_of(found)
+
+
+async def test_an_entity_not_found_says_what_was_meant_and_how_to_go_on(env, memory):
+    """The official text stays ("Entity with name X not found"); what follows it names the entity the agent
+    probably meant, or says to create it first."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Maya Okafor", "person", "lives in Lisbon"), entity("Luna")])
+        before = memory.read_bytes()
+        cased = await failure(s, "add_observations", observations=[{"entityName": "luna", "contents": ["grey"]}])
+        ghost = await failure(s, "create_relations", relations=[relation("Maya", "Ghost", "knows")])
+    assert memory.read_bytes() == before
+    assert "Entity with name luna not found. Did you mean 'Luna'?" in cased and "Nothing was changed." in cased
+    assert "Entity with name Maya not found. Did you mean 'Maya Okafor'?" in ghost and "create_entities" in ghost
