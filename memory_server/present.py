@@ -7,6 +7,7 @@ from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
 from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo, listed, shortened
+from memory_server.graph import KnowledgeGraph
 from memory_server.search import Outcome
 from memory_server.stats import totals
 from memory_server.store import GraphStore
@@ -41,6 +42,23 @@ def in_context(record: dict[str, Any], label: str, several: bool) -> dict[str, A
     """An entity or relation of a search of several memories says which one it is in (two memories may each hold
     an entity of one name); of one memory, it is exactly the official server's."""
     return {**record, "context": label} if several else record
+
+
+def not_found(graph: KnowledgeGraph, names: list[str]) -> str:
+    """The line that says which of `names` the graph lacks (the first few), with the names each may mean."""
+    missing = [name for name in dict.fromkeys(names) if name not in graph.entities]
+    if not missing:
+        return ""
+    like = graph.names_like(missing[:_NOT_FOUND_LISTED])
+    shown = [
+        echo(name) + (f" (did you mean {' or '.join(echo(n) for n in meant)}?)" if meant else "")
+        for name, meant in like.items()
+    ]
+    more = f" and {len(missing) - len(shown):,} more" if len(missing) > len(shown) else ""
+    return f"Not found: {', '.join(shown)}{more}."
+
+
+_NOT_FOUND_LISTED = 3  # names not found that the line shows, each with what it may mean
 
 
 def matches_text(outcome: Outcome) -> str:

@@ -112,25 +112,9 @@ def open_nodes(
 ) -> Shaped:
     """The official answer; its first page's text says first which names were not found and what they may mean
     (an agent that asks for "luna" or "Maya" gets nothing back otherwise, and concludes memory has nothing)."""
-    note = _not_found(graph, names) if cursor_text is None else ""
+    note = present.not_found(graph, names) if cursor_text is None else ""
     structured, text = _opened(graph, budget.less(text_tokens(note)), names, depth, cursor_text, context)
     return structured, f"{note}\n{text}" if note else text
-
-
-def _not_found(graph: KnowledgeGraph, names: list[str]) -> str:
-    missing = [name for name in dict.fromkeys(names) if name not in graph.entities]
-    if not missing:
-        return ""
-    like = graph.names_like(missing[:_NOT_FOUND_LISTED])
-    shown = [
-        quoted(name) + (f" (did you mean {' or '.join(quoted(n) for n in meant)}?)" if meant else "")
-        for name, meant in like.items()
-    ]
-    more = f" and {len(missing) - len(shown):,} more" if len(missing) > len(shown) else ""
-    return f"Not found: {', '.join(shown)}{more}."
-
-
-_NOT_FOUND_LISTED = 3  # names not found that the note shows, each with what it may mean
 
 
 def _opened(

@@ -286,10 +286,8 @@ class GraphStore:
             return self._keep(target, KnowledgeGraph(), None, None)
         lock_path = lock_path_for(target.real)
         if not os.path.lexists(lock_path) and not stale_temp_files(target.real):
-            # No writer of ours has been here, and reading creates no file (outside git the lock would be a new
-            # file in the user's folder). A writer starting now appends in one write or renames; a last line
-            # still incomplete is waited for (_load) as under a lock read past. Leftovers of a killed writer
-            # are swept under the lock, below.
+            # No writer of ours has been here: reading creates no lock file (outside git, one in the user's folder).
+            # A writer starting now appends in one write or renames; _load waits for an incomplete last line.
             self._lock_path = lock_path
             return self._load(target, deadline, writing=False)
         # Read under the lock so a concurrent append of ours is never seen half-written.
