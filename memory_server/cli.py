@@ -193,6 +193,7 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
     add(
         "--memory-path",
         type=Path,
+        action=_TypedPath,
         metavar="FILE",
         default=_path_or_none(env("MEMORY_FILE_PATH")),
         help="the 'default' context's file [MEMORY_FILE_PATH] (default: memory.jsonl in "
@@ -392,6 +393,15 @@ def _cache_home() -> Path:
 
 def _config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+
+
+class _TypedPath(argparse.Action):
+    """Stores --memory-path and notes that it was typed, not taken from MEMORY_FILE_PATH: a command given a file
+    reads that file, whatever context contexts.json makes active (commands.Run.context)."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.memory_path_typed = True
 
 
 def _path_or_none(value: str | None) -> Path | None:

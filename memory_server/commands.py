@@ -68,8 +68,12 @@ class Run:
         self.write(json_line(value) + "\n")
 
     def context(self) -> ResolvedContext:
-        """The context the command works on: --context, else the active one."""
-        return self.contexts.resolve(self.options.context)
+        """The context the command works on: --context; else 'default' when --memory-path was typed (the file the
+        person named) and no --default-context; else the active one."""
+        name = self.options.context
+        if name is None and getattr(self.options, "memory_path_typed", False) and not self.options.default_context:
+            name = "default"
+        return self.contexts.resolve(name)
 
     @contextlib.contextmanager
     def reading(self, resolved: ResolvedContext, warn: bool = True) -> Iterator[KnowledgeGraph]:
@@ -172,7 +176,8 @@ def show_command(run: Run) -> int:
     names = list(dict.fromkeys(run.options.names))
     with run.reading(resolved) as graph:
         entities, relations = graph.open_nodes(names)
-        missing = {name: _close_names(graph, name) for name in names if name not in graph.entities}
+        like = graph.names_like([name for name in names if name not in graph.entities], limit=3)
+        missing = {name: meant or _spelled_like(graph, name) for name, meant in like.items()}
     if run.options.json:
         run.json(
             {
@@ -432,13 +437,9 @@ def _entity_text(entity: Entity, relations: list[Relation]) -> str:
     return "\n".join(lines)
 
 
-def _close_names(graph: KnowledgeGraph, name: str) -> list[str]:
-    """Names a person may have meant: the same ignoring case, names containing it, then similar spellings."""
-    folded = name.casefold()
-    same = [n for n in graph.entities if n.casefold() == folded]
-    containing = [n for n in graph.entities if folded in n.casefold() and n not in same]
-    close = same + containing[:3]
-    return close or difflib.get_close_matches(name, list(graph.entities), n=3, cutoff=0.75)
+def _spelled_like(graph: KnowledgeGraph, name: str) -> list[str]:
+    """Names a person may have meant when none is the same ignoring case or contains it: similar spellings."""
+    return difflib.get_close_matches(name, list(graph.entities), n=3, cutoff=0.75)
 
 
 def _read_file(path: Path) -> tuple[KnowledgeGraph, str]:

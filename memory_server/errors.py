@@ -16,16 +16,26 @@ LIST_LIMIT = 10  # values of a list that an error text repeats
 class MemoryServerError(Exception):
     """Base of every error the core raises on purpose."""
 
+    def explained(self) -> str:
+        """What a tool's error result says: the message, and what to do when the message alone does not."""
+        return str(self)
+
 
 class EntityNotFoundError(MemoryServerError, LookupError):
-    """A call named an entity the graph does not have. The text matches the official server's."""
+    """A call named an entity the graph does not have. The text matches the official server's; the result adds the
+    names the call may have meant (`meant`) and how to go on."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, meant: Sequence[str] = ()) -> None:
         super().__init__(name)
         self.name = name
+        self.meant = list(meant)
 
     def __str__(self) -> str:
         return f"Entity with name {shortened(self.name)} not found"
+
+    def explained(self) -> str:
+        meant = f" Did you mean {' or '.join(echo(name) for name in self.meant)}?" if self.meant else ""
+        return f"{self}.{meant} Names match exactly; create_entities makes a new entity. Nothing was changed."
 
 
 class MemoryFileError(MemoryServerError, OSError):

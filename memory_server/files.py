@@ -424,9 +424,17 @@ def temp_prefix(path: Path) -> str:
 def remove_stale_temp_files(path: Path) -> None:
     """Delete temporary files a killed writer left beside `path`. Call only while holding the file's lock."""
     with contextlib.suppress(OSError):
-        for leftover in path.parent.glob(glob.escape(temp_prefix(path)) + "*.tmp"):
+        for leftover in stale_temp_files(path):
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+
+def stale_temp_files(path: Path) -> list[Path]:
+    """Temporary files of ours beside `path`: a writer's at work, or a killed writer's left over."""
+    try:
+        return list(path.parent.glob(glob.escape(temp_prefix(path)) + "*.tmp"))
+    except OSError:
+        return []
 
 
 def _fsync_directory(folder: Path) -> None:

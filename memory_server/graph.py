@@ -17,6 +17,7 @@ Each rebuild returns the `Changes` between the two graphs, which the store logs 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from array import array
 from collections.abc import Iterable, Iterator
@@ -174,6 +175,29 @@ class KnowledgeGraph(Following):
         entities = sorted({n: self.entities[n] for n in names if n in self.entities}.values(), key=_slot)
         return entities, self.relations_touching(e.name for e in entities)
 
+    def names_like(self, missing: list[str], limit: int = 2) -> dict[str, list[str]]:
+        """For each of `missing` (names the graph lacks), up to `limit` names it may mean: the same ignoring case,
+        then names containing it ignoring case. One pass over the graph's names, however many there are."""
+        known = list(self.entities)
+        folded = [name.casefold() for name in known]
+        same: dict[str, list[str]] = {}
+        for name, key in zip(known, folded, strict=True):
+            same.setdefault(key, []).append(name)
+        text = "\x00".join(folded)  # which names contain a needle: one str.find scan, not a loop over names
+        starts = list(itertools.accumulate((len(key) + 1 for key in folded), initial=0))
+        like: dict[str, list[str]] = {}
+        for name in missing:
+            needle = name.casefold()
+            found = list(same.get(needle, ()))[:limit]
+            position = text.find(needle) if needle else -1
+            while position != -1 and len(found) < limit:
+                candidate = known[bisect.bisect_right(starts, position) - 1]
+                if candidate not in found:
+                    found.append(candidate)
+                position = text.find(needle, position + 1)
+            like[name] = found
+        return like
+
     # ---- mutations -----------------------------------------------------------------------------------------
 
     def create_entities(self, entities: Iterable[Entity]) -> list[Entity]:
@@ -192,7 +216,7 @@ class KnowledgeGraph(Following):
         for relation in relations if require_ends else ():
             for end in (relation.source, relation.target):
                 if end not in self.entities:
-                    raise EntityNotFoundError(end)
+                    raise EntityNotFoundError(end, self.names_like([end])[end])
         added: list[Relation] = []
         for relation in relations:
             if relation.key not in self.relations:
@@ -204,7 +228,7 @@ class KnowledgeGraph(Following):
         additions = list(additions)
         for name, _ in additions:
             if name not in self.entities:
-                raise EntityNotFoundError(name)
+                raise EntityNotFoundError(name, self.names_like([name])[name])
         results = []
         for name, contents in additions:
             entity = self.entities[name]

@@ -43,6 +43,7 @@ class Outcome:
     model: str | None
     semantic: bool
     note: str | None
+    memories: int = 1  # how many were searched: with more than one, every entity, relation and hit names its own
 
 
 @dataclass(frozen=True)

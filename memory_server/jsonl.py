@@ -111,6 +111,8 @@ def _parse_json(line: str) -> Any:
     try:
         return _DECODER.decode(line)
     except json.JSONDecodeError as problem:
+        if _CONFLICT_MARKER.match(body):
+            raise ValueError(CONFLICT_MARKER) from None
         raise ValueError(f"not valid JSON ({problem.msg} at column {problem.colno})") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
@@ -202,6 +204,8 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+CONFLICT_MARKER = "a git conflict marker"  # the reason given for a line git's line merge left in the file
+_CONFLICT_MARKER = re.compile(r"(<{7}|={7}|>{7}|\|{7})( |$)")
 
 
 def json_line(data: Any) -> str:

@@ -7,19 +7,21 @@ from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
 from memory_server.errors import ECHO_LIMIT, MemoryServerError, echo, listed, shortened
-from memory_server.search import Outcome, ranked_entities
+from memory_server.graph import KnowledgeGraph
+from memory_server.search import Outcome
 from memory_server.stats import totals
 from memory_server.store import GraphStore
 
 
 def search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
-    hits = [labelled.hit for labelled in outcome.hits]
+    several = outcome.memories > 1
+    entities = {id(h.hit.entity): (h.label, h.hit.entity) for h in outcome.hits}  # each once, by its best hit
     relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
     if outcome.mode == "keyword":
         relations = dict(sorted(relations.items(), key=lambda item: item[1].slot))  # file order, as upstream
     structured = {
-        "entities": [e.to_dict() for e in ranked_entities(hits)],
-        "relations": [r.to_dict() for r in relations.values()],
+        "entities": [in_context(e.to_dict(), label, several) for label, e in entities.values()],
+        "relations": [in_context(r.to_dict(), label, several) for (label, _), r in relations.items()],
         "matches": [
             {
                 "entityName": h.hit.entity.name,
@@ -36,10 +38,33 @@ def search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
     return structured, matches_text(outcome)
 
 
+def in_context(record: dict[str, Any], label: str, several: bool) -> dict[str, Any]:
+    """An entity or relation of a search of several memories says which one it is in (two memories may each hold
+    an entity of one name); of one memory, it is exactly the official server's."""
+    return {**record, "context": label} if several else record
+
+
+def not_found(graph: KnowledgeGraph, names: list[str]) -> str:
+    """The line that says which of `names` the graph lacks (the first few), with the names each may mean."""
+    missing = [name for name in dict.fromkeys(names) if name not in graph.entities]
+    if not missing:
+        return ""
+    like = graph.names_like(missing[:_NOT_FOUND_LISTED])
+    shown = [
+        echo(name) + (f" (did you mean {' or '.join(echo(n) for n in meant)}?)" if meant else "")
+        for name, meant in like.items()
+    ]
+    more = f" and {len(missing) - len(shown):,} more" if len(missing) > len(shown) else ""
+    return f"Not found: {', '.join(shown)}{more}."
+
+
+_NOT_FOUND_LISTED = 3  # names not found that the line shows, each with what it may mean
+
+
 def matches_text(outcome: Outcome) -> str:
     how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
     lines = [f"{len(outcome.hits)} matches ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
-    labels = len({h.label for h in outcome.hits}) > 1
+    labels = outcome.memories > 1 or len({h.label for h in outcome.hits}) > 1
     for number, labelled in enumerate(outcome.hits, start=1):
         hit = labelled.hit
         where = f"[{labelled.label}] " if labels else ""
@@ -48,7 +73,11 @@ def matches_text(outcome: Outcome) -> str:
     relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
     if relations:
         lines.append(
-            "Relations: " + "; ".join(f"{r.source} -{r.relation_type}-> {r.target}" for r in relations.values())
+            "Relations: "
+            + "; ".join(
+                f"{f'[{label}] ' if labels else ''}{r.source} -{r.relation_type}-> {r.target}"
+                for (label, _), r in relations.items()
+            )
         )
     return "\n".join(lines)
 
@@ -113,7 +142,8 @@ class Call:
 def _argument(key: str, value: Any) -> str:
     if _is_placeholder(value):
         return str(value)
-    if isinstance(value, str) and len(value) > ECHO_LIMIT:  # a long query is repeated by the caller, not by us
+    # A long query is repeated by the caller, not by us; a cursor is ours, and the text is the model's only copy.
+    if isinstance(value, str) and len(value) > ECHO_LIMIT and key != "cursor":
         return f"<the same {key}>"
     return _compact(value)
 
@@ -270,6 +300,8 @@ def instructions(contexts: Contexts) -> str:
         where = f"{active.path} (its project is found from your workspace at the first call)"
     else:
         where = str(resolved.path) + (" (this project's memory)" if resolved.project is not None else "")
+        if resolved.instead_of:  # the file is another context's: say so, or the model files project notes there
+            where = f"{active.path}; no project found yet, so the tools use {resolved.name} → {resolved.path}"
     others = [config for config in contexts.registry.contexts() if config.name != active.name]
     lines = [
         "Long-term memory: a knowledge graph of entities (name, type, observations) and the relations between them.",

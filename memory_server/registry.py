@@ -51,6 +51,11 @@ class UnknownContextError(MemoryServerError, LookupError):
         self.known = known
 
     def __str__(self) -> str:
+        if self.name == "*":  # what search_nodes takes; a model tries it elsewhere too
+            return (
+                "'*' (every context) works with search_nodes (and the search command) only. Name one context "
+                f"({listed(self.known)}), or leave context out for the active one."
+            )
         return f"Unknown context {echo(self.name)}. Known contexts: {listed(self.known)}. Use one of these names."
 
 

@@ -23,6 +23,7 @@ from memory_server.budget import (
     json_tokens,
     largest_fitting,
     prefix_fitting,
+    text_tokens,
 )
 from memory_server.errors import echo as quoted
 from memory_server.graph import Entity, KnowledgeGraph, Relation
@@ -107,6 +108,16 @@ def read_graph(graph: KnowledgeGraph, budget: Budget, query: GraphQuery, context
 
 
 def open_nodes(
+    graph: KnowledgeGraph, budget: Budget, names: list[str], depth: int, cursor_text: str | None, context: str
+) -> Shaped:
+    """The official answer; its first page's text says first which names were not found and what they may mean
+    (an agent that asks for "luna" or "Maya" gets nothing back otherwise, and concludes memory has nothing)."""
+    note = present.not_found(graph, names) if cursor_text is None else ""
+    structured, text = _opened(graph, budget.less(text_tokens(note)), names, depth, cursor_text, context)
+    return structured, f"{note}\n{text}" if note else text
+
+
+def _opened(
     graph: KnowledgeGraph, budget: Budget, names: list[str], depth: int, cursor_text: str | None, context: str
 ) -> Shaped:
     if depth == 0:
@@ -239,7 +250,8 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
             hits.append(_with_entity(labelled, entity))
         page = replace(outcome, hits=_attach(hits, page_relations))
         structured, text = present.search_result(page)
-        structured["relations"] = [r.to_dict() for _, r in page_relations]
+        several = outcome.memories > 1
+        structured["relations"] = [present.in_context(r.to_dict(), label, several) for label, r in page_relations]
         structured["total"] = {
             "entities": listing.entity_count,
             "relations": listing.relation_count,

@@ -422,9 +422,8 @@ class Searcher:
         if not hits:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
-        return Outcome(
-            hits[:limit] if limit is not None else hits, mode, model_name(embedder, reader), bool(embedder), note
-        )
+        kept = hits[:limit] if limit is not None else hits
+        return Outcome(kept, mode, model_name(embedder, reader), bool(embedder), note, len(targets))
 
     def warm(self, store: GraphStore) -> None:
         """Bring the indexes already made for `store` up to date now, so the next search does not wait."""

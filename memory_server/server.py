@@ -332,7 +332,7 @@ class MemoryTools:
             structured, text = work(resolved, store)
         except MemoryServerError as problem:
             warnings = context_results.result_warnings(self.contexts, store, resolved)
-            failed = _error(resolved, warnings, str(problem), name or self.contexts.active_name)
+            failed = _error(resolved, warnings, problem.explained(), name or self.contexts.active_name)
             return failed, store, False
         finally:
             self.live.trim()

@@ -53,11 +53,13 @@ from memory_server.files import (
     read_regular,
     remove_legacy_lock,
     remove_stale_temp_files,
+    stale_temp_files,
     write_all,
     write_atomically,
     write_mark,
 )
 from memory_server.graph import Changes, KnowledgeGraph, Plan, SkippedLine
+from memory_server.jsonl import CONFLICT_MARKER
 from memory_server.target import Target, find_target
 
 T = TypeVar("T")
@@ -282,6 +284,12 @@ class GraphStore:
             return self._graph
         if target.st is None:  # nothing to read, and nothing created by reading
             return self._keep(target, KnowledgeGraph(), None, None)
+        lock_path = lock_path_for(target.real)
+        if not os.path.lexists(lock_path) and not stale_temp_files(target.real):
+            # No writer of ours has been here: reading creates no lock file (outside git, one in the user's folder).
+            # A writer starting now appends in one write or renames; _load waits for an incomplete last line.
+            self._lock_path = lock_path
+            return self._load(target, deadline, writing=False)
         # Read under the lock so a concurrent append of ours is never seen half-written.
         with self._locked(target, deadline, writing=False):
             return self._load(find_target(self.path, self.allowed_root), deadline, writing=False)
@@ -498,7 +506,13 @@ def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
     listed = "; ".join(f"line {s.line_number}: {s.reason}" for s in skipped[:_MAX_LISTED_PROBLEMS])
     more = f"; and {len(skipped) - _MAX_LISTED_PROBLEMS} more" if len(skipped) > _MAX_LISTED_PROBLEMS else ""
     lines = "1 line" if len(skipped) == 1 else f"{len(skipped)} lines"
+    merge = (
+        " The file holds an unfinished git merge: keep the lines you want, delete the markers, `git add` it; "
+        "`mcp-memory-contexts install-merge-driver` makes git merge memory files record by record."
+        if any(s.reason == CONFLICT_MARKER for s in skipped)
+        else ""
+    )
     return (
         f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
-        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph."
+        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph." + merge
     )

@@ -23,6 +23,7 @@ from memory_server.budget import (
     prefix_fitting,
 )
 from memory_server.contexts import ResolvedContext
+from memory_server.errors import listed
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.results import Shaped
 from memory_server.store import GraphStore
@@ -30,8 +31,20 @@ from memory_server.store import GraphStore
 
 def create_entities(resolved: ResolvedContext, store: GraphStore, new: list[Entity], budget: Budget) -> Shaped:
     resolved.require_writable()
-    added = [e.to_dict() for e in store.mutate(lambda graph: graph.create_entities(new))]
-    return echo(added, "entities", budget, "Created", {"entities": len(added)})
+    created = store.mutate(lambda graph: graph.create_entities(new))
+    added = [e.to_dict() for e in created]
+    structured, text = echo(added, "entities", budget, "Created", {"entities": len(added)})
+    # The official answer leaves out a name already there (or twice in the call) and drops what was sent with it;
+    # a model reading only that answer believes it saved those observations.
+    kept = {id(e) for e in created}
+    names = list(dict.fromkeys(e.name for e in new if id(e) not in kept))
+    if not names:
+        return structured, text
+    note = (
+        f"Already in memory, so not created (nothing sent for them was saved): {listed(names)}. "
+        "add_observations adds facts to an entity."
+    )
+    return structured, f"{note}\n{text}"
 
 
 def create_relations(resolved: ResolvedContext, store: GraphStore, new: list[Relation], budget: Budget) -> Shaped:

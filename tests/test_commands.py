@@ -155,6 +155,24 @@ def test_search_finds_by_meaning_and_exits_1_when_nothing_matches(memory):
     assert nothing.returncode == 1 and nothing.stdout.splitlines()[1].startswith("0 matches")
 
 
+def test_a_typed_memory_path_is_the_file_a_command_reads_whatever_context_is_active(memory, tmp_path, user_folders):
+    """`search rent --memory-path ~/memory.jsonl` (the README's example) must read that file, also when contexts.json
+    makes another context active (a server's set_active_context(persist=true))."""
+    work = write_memory(tmp_path / "work.jsonl", [{"type": "entity", "name": "Desk", "entityType": "thing",
+                                                   "observations": ["standing desk"]}])  # fmt: skip
+    registry = Path(user_folders["XDG_CONFIG_HOME"]) / APP / "contexts.json"
+    registry.parent.mkdir(parents=True)
+    registry.write_text(json.dumps({"activeContext": "work", "contexts": [{"name": "work", "path": str(work)}]}))
+    for args in (("show", "Ann", "--memory-path", memory), ("--memory-path", memory, "search", "rent")):
+        done = cli(*args, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "Ann" in done.stdout and f"default → {memory}" in done.stdout or done.stdout.startswith("Ann (person)")
+    assert cli("show", "Desk", cwd=tmp_path).returncode == 0  # without it, the active context as before
+    assert cli("show", "Desk", "--memory-path", memory, "--context", "work", cwd=tmp_path).returncode == 0
+    env_only = cli("show", "Desk", cwd=tmp_path, MEMORY_FILE_PATH=memory)  # set for the server: it sees 'work' too
+    assert env_only.returncode == 0, env_only.stderr
+
+
 def test_search_every_context_labels_each_hit(memory, tmp_path, user_folders):
     work = write_memory(tmp_path / "work.jsonl", [{"type": "entity", "name": "Rent", "entityType": "bill",
                                                    "observations": ["due monthly"]}])  # fmt: skip

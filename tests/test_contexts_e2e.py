@@ -687,3 +687,32 @@ async def test_a_search_of_every_context_skips_a_file_it_cannot_read_and_says_wh
     lines = text.splitlines()
     assert lines[0] == "[memory: * → default]"
     assert sorted(line.split(":")[1] for line in lines[1:4]) == [" b", " c", " project"]
+
+
+async def test_a_search_of_every_context_says_in_its_text_which_context_each_hit_is_in(world):
+    """The model reads the text: two entities of one name in two memories, or hits that all come from one of the
+    memories searched, must each say their context, so that the next call goes to the right memory."""
+    personal = world.memory(
+        "personal.jsonl", '{"type":"entity","name":"Maya","entityType":"person","observations":["lives in Lisbon"]}\n'
+    )
+    work = world.memory(
+        "work.jsonl",
+        '{"type":"entity","name":"Maya","entityType":"person","observations":'
+        '["takes the tram to the Lisbon office"]}\n{"type":"entity","name":"Desk","entityType":"thing",'
+        '"observations":["standing desk"]}\n{"type":"relation","from":"Maya","to":"Desk",'
+        '"relationType":"uses"}\n',
+    )
+    world.write_registry(ctx("default", personal), ctx("work", work))
+    async with world.server(MEMORY_EMBEDDING_MODEL="none", MEMORY_RERANKER="none") as s:
+        keyword = await call(s, "search_nodes", query="lisbon", context="*", mode="keyword")
+        alone = text_of(await call(s, "search_nodes", query="standing desk", context="*"))
+        opened = await failure(s, "open_nodes", names=["Maya"], context="*")
+    assert "'*' (every context) works with search_nodes (and the search command) only" in opened
+    text = text_of(keyword)
+    body = json.loads(text[text.index("{") :])
+    assert sorted((e["name"], e["context"]) for e in body["entities"]) == [("Maya", "default"), ("Maya", "work")]
+    assert body["relations"] == [{"from": "Maya", "to": "Desk", "relationType": "uses", "context": "work"}]
+    structured = keyword.structured_content
+    assert sorted((e["name"], e["context"]) for e in structured["entities"]) == [("Maya", "default"), ("Maya", "work")]
+    assert "1. [work] Desk (thing)" in alone  # every hit is in one context: the text still names it
+    assert "Relations: [work] Maya -uses-> Desk" in alone

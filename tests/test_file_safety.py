@@ -159,8 +159,11 @@ async def test_a_lock_this_user_cannot_take_blocks_writes_but_not_reads(shared_f
         async with connect_as_other_user(env, home) as s:
             result = await ok(s, "read_graph")
             assert [e["name"] for e in result["entities"]] == ["a"]
-            [warning] = result["warnings"]
-            assert f"{memory} was read without its lock ({lock}: permission denied)" in warning
+            if case == "lock file left by sudo":
+                [warning] = result["warnings"]
+                assert f"{memory} was read without its lock ({lock}: permission denied)" in warning
+            else:  # no lock file, so no writer of ours is at work: a read needs none and creates none
+                assert "warnings" not in result
             message = await failure(s, "create_entities", entities=[entity("b")])
             assert f"Cannot lock {lock}: permission denied" in message and "reading still works" in message
     finally:

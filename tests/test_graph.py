@@ -364,3 +364,19 @@ def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, f
         if getattr(before.entities.get(n), "to_dict", dict)() != getattr(fresh.entities.get(n), "to_dict", dict)()
     }
     assert differ <= changes.entities
+
+
+def test_names_like_offers_the_same_name_ignoring_case_then_names_containing_it():
+    graph = KnowledgeGraph()
+    names = ["Maya Okafor", "Luna", "LUNA", "Straße 5", "Maya's flat", "Mayan art", "Zoë"]
+    graph.create_entities(Entity(name, "t", []) for name in names)
+    like = graph.names_like(["luna", "maya", "STRASSE 5", "zoë", "Ghost", ""])
+    assert like == {
+        "luna": ["Luna", "LUNA"],
+        "maya": ["Maya Okafor", "Maya's flat"],  # the first two, in the file's order
+        "STRASSE 5": ["Straße 5"],  # casefold, not lower: ß is ss
+        "zoë": ["Zoë"],
+        "Ghost": [],
+        "": [],
+    }
+    assert graph.names_like(["maya"], limit=3)["maya"] == ["Maya Okafor", "Maya's flat", "Mayan art"]

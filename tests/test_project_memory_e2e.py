@@ -73,6 +73,7 @@ async def test_a_persisted_project_context_never_breaks_a_client_without_a_works
     ]
     broken, silent = {}, {}
     async with world.server(cwd=Path("/")) as s:  # Claude Desktop: cwd "/", no roots
+        instructions = s.instructions
         for tool, arguments in calls:
             result = await call(s, tool, **arguments)
             if result.is_error:
@@ -88,6 +89,8 @@ async def test_a_persisted_project_context_never_breaks_a_client_without_a_works
     assert broken == {}, f"tools that failed in a client without a workspace: {broken}"
     assert silent == {}, f"results that did not say they used 'default' instead of 'project': {silent}"
     assert "No project found" in named and "projectDir" in named and "set_active_context" in named
+    assert f"Active context: project → {world.default_file}" not in instructions  # that file is not the project's
+    assert f"no project found yet, so the tools use default → {world.default_file}" in instructions
     assert "'default' context" in text_of(active) and active.structured_content["active"]["name"] == "project"
     assert world.registry_data()["activeContext"] == "project"
     assert "Lost" not in entity_names(world.default_file)

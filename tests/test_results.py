@@ -171,7 +171,8 @@ def test_open_nodes_depth_and_pages(graph_2000):
     entities, relations = graph_2000.open_nodes(["E5", "E1"])
     assert plain == (
         {"entities": [e.to_dict() for e in entities], "relations": [r.to_dict() for r in relations]},
-        present.as_json({"entities": [e.to_dict() for e in entities], "relations": [r.to_dict() for r in relations]}),
+        "Not found: 'nobody'.\n"  # then the official answer
+        + present.as_json({"entities": [e.to_dict() for e in entities], "relations": [r.to_dict() for r in relations]}),
     )
     around, _ = results.open_nodes(graph_2000, Budget(), ["E5"], 1, None, "default")
     neighbours = {x for r in graph_2000.relations_touching(["E5"]) for x in (r.source, r.target)} - {"E5"}
@@ -331,3 +332,16 @@ def test_an_unknown_type_is_quoted_short_with_the_types_there_are():
     structured, text = results.read_graph(graph, Budget(), GraphQuery(entity_type="y" * 1_000_000), "default")
     assert structured["entities"] == [] and len(text) < 2_000
     assert "1,000,000 characters" in text and "and 10 more" in text
+
+
+def test_the_text_of_every_page_carries_its_cursor(keyword_store, graph_2000):
+    """A model that reads only the text must be able to ask for the next page: the cursor is ours, never shortened
+    to a placeholder as a long value of the caller's is (search cursors are longer than an echoed value)."""
+    searcher = Searcher(EmbedderSlot("none"))
+    outcome = searcher.search([Target("default", keyword_store)], "coffee", "keyword", None, None)
+    asked = SearchCall("coffee", "keyword", None, None, None, ("default",))
+    pages = [results.search(outcome, Budget(8000), None, asked)]
+    pages.append(results.read_graph(graph_2000, Budget(5000), GraphQuery(entity_type="person"), "default"))
+    pages.append(results.read_graph(graph_2000, Budget(5000), GraphQuery(detail="summary"), "default"))
+    for structured, text in pages:
+        assert f'cursor="{structured["nextCursor"]}"' in text.splitlines()[-1]

@@ -265,3 +265,46 @@ async def test_an_unwritable_path_is_named_in_the_error(tmp_path):
         message = await failure(s, "create_entities", entities=[entity("a")])
     assert str(blocker) in message and ("Not a directory" in message or "File exists" in message)
     assert os.path.isfile(blocker)
+
+
+async def test_create_entities_says_which_names_it_did_not_create(env, memory):
+    """The official server answers [] for an entity that already exists and drops the observations sent with it;
+    a model reading only '[]' believes they were saved. The text says what was not created and what to call."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Ann", "person", "likes tea")])
+        result = await call(s, "create_entities", entities=[entity("Ann", "human", "moved to Oslo"), entity("Bo")])
+        twice = await call(s, "create_entities", entities=[entity("Cy", "t", "one"), entity("Cy", "t", "two")])
+        fresh = await call(s, "create_entities", entities=[entity("Di")])
+    assert result.structured_content["entities"] == [entity("Bo")]  # the official answer, unchanged
+    text = text_of(result)
+    assert "Already in memory, so not created (nothing sent for them was saved): Ann." in text
+    assert "add_observations" in text
+    assert "Already in memory" in text_of(twice) and "Cy." in text_of(twice).splitlines()[1]
+    assert "Already in memory" not in text_of(fresh)
+    assert [r.get("observations") for r in jsonl(memory)] == [["likes tea"], [], ["one"], []]
+
+
+async def test_open_nodes_names_what_it_did_not_find_and_what_was_meant(env, memory):
+    """An agent that opens "maya" or "Maya" for "Maya Okafor" gets the official empty answer; the text says which
+    names were not found and the names it may have meant, so the next call can be right."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Maya Okafor", "person", "lives in Lisbon"), entity("Luna")])
+        result = await call(s, "open_nodes", names=["luna", "Maya", "Ghost", "Luna"])
+        found = await call(s, "open_nodes", names=["Luna"])
+    assert [e["name"] for e in result.structured_content["entities"]] == ["Luna"]  # the official answer
+    text = text_of(result)
+    assert "Not found: 'luna' (did you mean 'Luna'?), 'Maya' (did you mean 'Maya Okafor'?), 'Ghost'." in text
+    assert "Not found" not in text_of(found)
+
+
+async def test_an_entity_not_found_says_what_was_meant_and_how_to_go_on(env, memory):
+    """The official text stays ("Entity with name X not found"); what follows it names the entity the agent
+    probably meant, or says to create it first."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Maya Okafor", "person", "lives in Lisbon"), entity("Luna")])
+        before = memory.read_bytes()
+        cased = await failure(s, "add_observations", observations=[{"entityName": "luna", "contents": ["grey"]}])
+        ghost = await failure(s, "create_relations", relations=[relation("Maya", "Ghost", "knows")])
+    assert memory.read_bytes() == before
+    assert "Entity with name luna not found. Did you mean 'Luna'?" in cased and "Nothing was changed." in cased
+    assert "Entity with name Maya not found. Did you mean 'Maya Okafor'?" in ghost and "create_entities" in ghost

@@ -152,6 +152,40 @@ def test_skipped_lines_are_reported_once_per_file_state(tmp_path):
     assert "Skipped 2 lines" in store.take_warning()
 
 
+def test_git_conflict_markers_are_named_with_the_way_out(tmp_path):
+    """A merge without our driver leaves markers in the memory file: the warning says what they are and how to
+    finish the merge, not only 'not valid JSON' three times."""
+    path = tmp_path / ".ai-memory.jsonl"
+    ours = '{"type":"entity","name":"API","entityType":"c","observations":["REST","rate limited"]}'
+    theirs = '{"type":"entity","name":"API","entityType":"c","observations":["REST","uses JWT"]}'
+    path.write_text(f"<<<<<<< HEAD\n{ours}\n=======\n{theirs}\n>>>>>>> feature\n")
+    store = GraphStore(path)
+    names(store)
+    warning = store.take_warning()
+    assert "line 1: a git conflict marker" in warning and "line 5: a git conflict marker" in warning
+    assert "unfinished git merge" in warning and "mcp-memory-contexts install-merge-driver" in warning
+    path.write_text("oops\n")
+    names(store)
+    assert "unfinished git merge" not in store.take_warning()
+
+
+def test_reading_creates_no_lock_file_beside_the_memory(tmp_path):
+    """Outside a git repository the lock lives beside the file: a project with only a pyproject.toml, or an hg or
+    svn checkout, must not find `.ai-memory.jsonl.lock` in its status because an agent read its memory."""
+    project = tmp_path / "lib"
+    project.mkdir()
+    path = project / ".ai-memory.jsonl"
+    path.write_text('{"type":"entity","name":"Lib","entityType":"t","observations":["x"]}\n')
+    store = GraphStore(path)
+    assert names(store) == ["Lib"]
+    assert sorted(p.name for p in project.iterdir()) == [".ai-memory.jsonl"]
+    path.write_text(path.read_text() + '{"type":"entity","name":"Two","entityType":"t","observations":[]}\n')
+    assert names(GraphStore(path)) == names(store) == ["Lib", "Two"]  # a fresh read and a followed one
+    assert not lock_path_for(path).exists()
+    create(store, "Three")  # a write takes the lock, and from then on reads take it too
+    assert lock_path_for(path).exists() and names(GraphStore(path)) == ["Lib", "Two", "Three"]
+
+
 def test_leftover_temp_files_are_removed_by_the_next_writer(tmp_path):
     path = tmp_path / "m.jsonl"
     leftover = tmp_path / ".m.jsonl.0123456789abcdef.tmp"
