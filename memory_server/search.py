@@ -347,13 +347,10 @@ def _first_match(entity: Entity, needle: str) -> str | None:
 
 
 def _top(scores: np.ndarray, limit: int | None) -> np.ndarray:
-    """The numbers of the `limit` best scores, best first; ties in number order, so a smaller limit gives the first
-    of a larger one's (a partial sort picks among the ties at the limit as it pleases: keep them all, then cut)."""
+    """The numbers of the `limit` best scores, best first, ties in number order: a smaller limit gives a prefix."""
     if limit is None or limit >= len(scores):
         return np.argsort(-scores, kind="stable")
-    if limit <= 0:
-        return np.arange(0)
-    least = scores[np.argpartition(-scores, limit - 1)[limit - 1]]
+    least = scores[np.argpartition(-scores, limit - 1)[limit - 1]]  # a partial sort picks among ties: keep them all
     candidates = np.flatnonzero(scores >= least)
     return candidates[np.argsort(-scores[candidates], kind="stable")][:limit]
 
