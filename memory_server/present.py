@@ -63,7 +63,8 @@ _NOT_FOUND_LISTED = 3  # names not found that the line shows, each with what it 
 
 def matches_text(outcome: Outcome) -> str:
     how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
-    lines = [f"{len(outcome.hits)} matches ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
+    found = f"{len(outcome.hits)} match" + ("" if len(outcome.hits) == 1 else "es")
+    lines = [f"{found} ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
     labels = outcome.memories > 1 or len({h.label for h in outcome.hits}) > 1
     for number, labelled in enumerate(outcome.hits, start=1):
         hit = labelled.hit
@@ -200,6 +201,8 @@ def range_line(listing: Any, start: int, end: int, what: str = "entities") -> st
 
 
 def _span(before: int, upto: int, total: int) -> str:
+    if total == 0:
+        return "none"
     if upto <= before:
         return f"none of {total} on this page"
     return f"{before + 1}–{upto} of {total}"

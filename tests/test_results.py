@@ -10,8 +10,9 @@ from sample_graphs import big_graph_text, pasted, within
 from memory_server import present, results
 from memory_server.budget import Budget, text_tokens
 from memory_server.embeddings import EmbedderSlot
-from memory_server.graph import Entity, KnowledgeGraph
-from memory_server.paging import CursorError
+from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.hits import Hit, LabelledHit, Outcome
+from memory_server.paging import CursorError, Listing
 from memory_server.results import GraphQuery, SearchCall
 from memory_server.search import Searcher, Target
 from memory_server.store import GraphStore
@@ -345,3 +346,13 @@ def test_the_text_of_every_page_carries_its_cursor(keyword_store, graph_2000):
     pages.append(results.read_graph(graph_2000, Budget(5000), GraphQuery(detail="summary"), "default"))
     for structured, text in pages:
         assert f'cursor="{structured["nextCursor"]}"' in text.splitlines()[-1]
+
+
+
+def test_counts_read_as_a_person_writes_them():
+    ada = Entity("Ada", "person", ["drinks tea"])
+    one = Outcome([LabelledHit(Hit(ada, "drinks tea", 0.8), "default", ())], "hybrid", None, False, None)
+    assert present.matches_text(one).startswith("1 match (hybrid search")
+    relations_only = Listing([], [("default", Relation("Ada", "Bob", "knows"))])
+    line = present.range_line(relations_only, 0, len(relations_only))
+    assert line.startswith("Entities none; relations 1–1 of 1") and "of 0" not in line
