@@ -348,7 +348,6 @@ def test_the_text_of_every_page_carries_its_cursor(keyword_store, graph_2000):
         assert f'cursor="{structured["nextCursor"]}"' in text.splitlines()[-1]
 
 
-
 def test_counts_read_as_a_person_writes_them():
     ada = Entity("Ada", "person", ["drinks tea"])
     one = Outcome([LabelledHit(Hit(ada, "drinks tea", 0.8), "default", ())], "hybrid", None, False, None)
