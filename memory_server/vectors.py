@@ -17,8 +17,9 @@ OpenBLAS: rows in full groups of 4 agree to the bit wherever they are; the other
 chunk holds a multiple of GROUP rows (the unused ones are zeros) and is multiplied whole: each row goes through the
 same kernel. BLAS runs on one thread (as the server sets it): a threaded product would split the rows elsewhere.
 A large product is split here instead, by whole chunks among a few threads (numpy lets go of the GIL while it
-converts and multiplies): a row's kernel is the same whoever computes it, and two threads halve a product bound by
-one core's share of the memory bandwidth (1M rows: ~70 to ~40 ms).
+converts and multiplies): a row's kernel is the same whoever computes it. Read as int8, a product is bound by
+compute, not bandwidth (1M rows on one core: 44 ms to convert, 28 ms to multiply), so a second core helps only when
+it is free (~70 to ~40 ms).
 """
 
 from __future__ import annotations
