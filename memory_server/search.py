@@ -53,7 +53,7 @@ from memory_server.index import DocumentIndex
 from memory_server.joined import JoinedText
 from memory_server.keyword import KeywordIndex
 from memory_server.lazy import lazy_module
-from memory_server.lexical import STOPWORDS, is_first_person, related_terms, words
+from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
 from memory_server.rerank import RERANK_POOL, model_name, reordered
 from memory_server.store import GraphStore
 from memory_server.user import User, role_documents, user_of
@@ -106,6 +106,7 @@ class GraphIndex(DocumentIndex):
     def changed(self, graph: KnowledgeGraph, kept: np.ndarray | None) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: JoinedText | None = None
+        self._types: dict[tuple[str, ...], set[str]] | None = None
         # The user is read only when a first-person question needs it (memory_server.user), from what the entity
         # cache keeps. The graph is the store's, read while the store is held for reading (the index is up to date).
         self.graph = graph
@@ -272,14 +273,25 @@ class GraphIndex(DocumentIndex):
             return self._user
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        """The name documents of the entities whose name contains the whole query, ignoring case, and of those
-        whose name is the query."""
+        """The name documents of the entities whose name contains the whole query, ignoring case, or whose type is
+        the query (`_typed`), and of those whose name is the query."""
         needle = query.strip().lower()
         if not needle:
             return self.name_doc[:0], self.name_doc[:0]
         holders = self.names.holders(needle)
         exact = [n for n in holders if self.entities[n].name.strip().lower() == needle]
-        return self.name_doc[holders], self.name_doc[exact]
+        return self.name_doc[np.union1d(holders, self._typed(query)).astype(np.int64)], self.name_doc[exact]
+
+    def _typed(self, query: str) -> list[int]:
+        """The entities whose type is the query, word for word, stemmed ("people" is no type; "projects" finds
+        the type "project"): a person asking for a kind of thing names its type, as the keyword search finds it."""
+        types = self.documents.snapshot.types
+        if self._types is None:  # a few distinct types, however many entities
+            self._types = {}
+            for kind in set(types):
+                self._types.setdefault(stems(kind), set()).add(kind)
+        wanted = self._types.get(stems(query) or ("",))  # a query of no words is no type
+        return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
 
 
 def _stands_out(cosines: np.ndarray, mean: float, deviation: float) -> np.ndarray:

@@ -355,3 +355,16 @@ def test_a_smaller_limit_returns_the_first_hits_of_a_larger_one_even_among_ties(
     for limit in (1, 3, 7, 20):
         some = searcher.search([Target("m", store)], "ticket", "hybrid", limit, None)
         assert [h.hit.entity.name for h in some.hits] == names[:limit]
+
+
+def test_a_query_that_is_an_entity_type_finds_the_entities_of_that_type(tmp_path, bundled):
+    store = store_with(tmp_path, "people", PEOPLE + [Entity("Dora", "Person", ["keeps bees"])])
+    searcher = Searcher(bundled)
+
+    def typed(query):
+        outcome = searcher.search([Target("m", store)], query, "hybrid", 10, None)
+        return [h.hit.entity.name for h in outcome.hits if h.hit.observation is None]
+
+    assert typed("person") == typed(" PERSONS ") == ["Ann", "Bob", "Carla", "Dora"]
+    assert typed("places") == ["Annex building"]
+    assert typed("my person") == typed("a person who plays chess") == []
