@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from memory_server.cosines import QueryCosines
 from memory_server.documents import Delta, Documents, ObservationList
 from memory_server.embeddings import BATCH, Embedder
 from memory_server.graph import KnowledgeGraph
@@ -99,11 +100,11 @@ class DocumentIndex:
             self._prune_cache()
         return self._vectors  # type: ignore[return-value]
 
-    def cosines(self, embedder: Embedder, query: str) -> np.ndarray:
-        """The cosine of each document with `query`, in a new array."""
-        scores = self.embed(embedder).dot(embedder.encode_query(query), self.documents.used)
-        rows = self.documents.rows
-        return scores if rows is None else scores[rows]
+    def cosines(self, embedder: Embedder, query: str) -> QueryCosines:
+        """The cosines of the documents with `query`, as the ranking asks for them (memory_server.cosines)."""
+        vectors = self.embed(embedder)
+        documents = self.documents
+        return QueryCosines(vectors, embedder.encode_query(query), documents.rows, documents.used, documents.size)
 
     @property
     def nbytes(self) -> int:
@@ -147,6 +148,7 @@ class DocumentIndex:
             self._vectors.put(new[ready], self._vectors.take(old[ready]))
             for row in new[ready].tolist():
                 del waiting[row]
+        self._vectors.forget(delta.removed)  # the moments count the documents there are
         if self._unembedded:
             for row in delta.removed.tolist():
                 self._unembedded.pop(row, None)

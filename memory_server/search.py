@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from memory_server.answers import Shape, asked_shape, has_shape
+from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.entity_cache import EntityCache
 from memory_server.graph import KnowledgeGraph, Relation
@@ -191,57 +192,58 @@ class GraphIndex(DocumentIndex):
             return exact.copy(), exact, usual, spread
         alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
         lexical, exact = self.lexical.matches(query, alternatives)
-        scores = self.cosines(embedder, query)
-        np.clip(scores, 0.0, 1.0, out=scores)
-        supported = exact > 0
-        if len(scores) and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
-            mean, deviation = float(scores.mean()), float(scores.std())
-            supported |= _stands_out(scores, mean, deviation)
+        cosines = self.cosines(embedder, query)
+        scores = _Scores(cosines, lexical, mode)
+        matched = np.flatnonzero(lexical)
+        supported = np.flatnonzero(exact)
+        total, squares = cosines.sums()
+        n = cosines.size
+        if n and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+            mean = total / n
+            deviation = math.sqrt(max(squares / n - mean * mean, 0.0))
+            supported = np.union1d(supported, cosines.reaching(_standing_out(n, mean, deviation)))
             if lexical is not exact:  # a related word alone is weak evidence: it counts when the cosine agrees
-                supported |= (lexical > 0) & (scores >= mean + RELATED_SD * deviation)
-        if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
-            scores *= SEMANTIC_WEIGHT
-            scores += (1 - SEMANTIC_WEIGHT) * lexical
-        usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
-        kept = np.flatnonzero(supported)
+                related = matched[cosines.at(matched) >= mean + RELATED_SD * deviation]
+                supported = np.union1d(supported, related)
+        usual, spread = scores.usual(total, squares, matched)
+        scores.fill(supported)
+        kept = supported
         if spread > 0:
-            kept = self._pool(query, embedder, scores, supported, kept, usual, spread)
-        relevance = np.zeros_like(scores)
-        relevance[kept] = scores[kept]
+            kept = self._pool(query, embedder, scores, kept, usual, spread)
+        relevance = np.zeros(n, dtype=np.float32)
+        relevance[kept] = scores.values[kept]
         return relevance, exact, usual, spread
 
     def _pool(
-        self,
-        query: str,
-        embedder: Embedder,
-        scores: np.ndarray,
-        supported: np.ndarray,
-        kept: np.ndarray,
-        usual: float,
-        spread: float,
+        self, query: str, embedder: Embedder, scores: _Scores, kept: np.ndarray, usual: float, spread: float
     ) -> np.ndarray:
-        """Add to the score of each supported document (`kept`, the numbers where `supported` is true) what its
-        entity says: ENTITY_POOL times the standing of the entity's best document (a standing: how many `spread`s a
-        score stands above the query's `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do"
-        better because "Renate: Hannah's mother" does. For a first-person question, the documents of the entity
-        asked about through its role for the user gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for
-        those that say what it is to the user), and count as supported. Supported scores under the usual one are
-        raised to it. `scores` changes in place; the documents supported now are returned."""
-        scores[kept] = np.maximum(scores[kept], usual)
-        evidenced = kept[scores[kept] > usual]
-        best = np.zeros(len(self.entities), dtype=scores.dtype)
-        np.maximum.at(best, self.owner[evidenced], (scores[evidenced] - usual) / spread)
-        scores[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
+        """Add to the score of each supported document (`kept`) what its entity says: ENTITY_POOL times the
+        standing of the entity's best document (a standing: how many `spread`s a score stands above the query's
+        `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do" better because "Renate:
+        Hannah's mother" does. For a first-person question, the documents of the entity asked about through its
+        role for the user gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it
+        is to the user), and count as supported. Supported scores under the usual one are raised to it. `scores`
+        change in place; the documents supported now are returned."""
+        values = scores.values
+        values[kept] = np.maximum(values[kept], usual)
+        evidenced = kept[values[kept] > usual]
+        best = np.zeros(len(self.entities), dtype=values.dtype)
+        np.maximum.at(best, self.owner[evidenced], (values[evidenced] - usual) / spread)
+        values[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
         user = self.user if is_first_person(query) else None
-        top = spread * max((float(scores.max()) - usual) / spread, 1.0)
+        leading = float(values[kept].max()) if len(kept) else usual  # the best match's score
+        top = spread * max((leading - usual) / spread, 1.0)
         focus = kept[:0]
         if user is not None:
             reached, identity = role_documents(self, user, query, embedder)
-            scores[reached] = np.maximum(scores[reached], usual)
-            newly = reached[~supported[reached] | (scores[reached] <= usual)]
-            scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
-            scores[reached] += ROLE_SHARE * top
-            scores[identity] += IDENTITY_SHARE * top
+            supported = np.zeros(len(values), dtype=bool)
+            supported[kept] = True
+            scores.fill(reached)
+            values[reached] = np.maximum(values[reached], usual)
+            newly = reached[~supported[reached] | (values[reached] <= usual)]
+            values[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
+            values[reached] += ROLE_SHARE * top
+            values[identity] += IDENTITY_SHARE * top
             kept = np.union1d(kept, reached)
             focus = reached if len(reached) else user.own
         shape = asked_shape(query) if len(focus) else None
@@ -250,7 +252,7 @@ class GraphIndex(DocumentIndex):
         return kept
 
     def _shaped(
-        self, shape: Shape, scores: np.ndarray, kept: np.ndarray, focus: np.ndarray, usual: float, gain: float
+        self, shape: Shape, scores: _Scores, kept: np.ndarray, focus: np.ndarray, usual: float, gain: float
     ) -> np.ndarray:
         """Raise by `gain` the documents of the `focus` (those of the entity a first-person question is about: the
         user's, or the ones it names by role) that hold an answer of the shape the question asks for (memory_server.
@@ -261,7 +263,8 @@ class GraphIndex(DocumentIndex):
             [d for d in focus if self.observations[d] is not None and has_shape(self.observations[d], shape)],
             dtype=np.int64,
         )
-        scores[fitting] = np.maximum(scores[fitting], usual) + gain
+        scores.fill(fitting)
+        scores.values[fitting] = np.maximum(scores.values[fitting], usual) + gain
         return np.union1d(kept, fitting)
 
     @property
@@ -294,15 +297,48 @@ class GraphIndex(DocumentIndex):
         return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
 
 
-def _stands_out(cosines: np.ndarray, mean: float, deviation: float) -> np.ndarray:
-    """Which documents the cosine alone makes relevant. A static model gives unrelated text high cosines (0.6 to
-    0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the other
-    documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less a
-    margin (1.5 at least)."""
-    if len(cosines) < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
-        return cosines >= SMALL_MEMORY_COSINE
-    bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(len(cosines))) - SEMANTIC_MARGIN)
-    return cosines >= max(SEMANTIC_ALONE, mean + bar * deviation)
+def _standing_out(documents: int, mean: float, deviation: float) -> float:
+    """The cosine that makes a document relevant on its own. A static model gives unrelated text high cosines (0.6
+    to 0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the
+    other documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less
+    a margin (1.5 at least)."""
+    if documents < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
+        return SMALL_MEMORY_COSINE
+    bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(documents)) - SEMANTIC_MARGIN)
+    return max(SEMANTIC_ALONE, mean + bar * deviation)
+
+
+class _Scores:
+    """A query's scores for the documents, computed where the ranking reads them: the cosine (`semantic`), or
+    the cosine blended with the BM25 share (`hybrid`)."""
+
+    def __init__(self, cosines: QueryCosines, lexical: np.ndarray, mode: Mode) -> None:
+        self.cosines, self.lexical, self.mode = cosines, lexical, mode
+        self.values = np.zeros(cosines.size, dtype=np.float32)
+        self._filled = np.zeros(cosines.size, dtype=bool)
+
+    def fill(self, documents: np.ndarray) -> None:
+        """Compute the scores of `documents` not computed yet (the others may have changed since: kept as they are)."""
+        documents = documents[~self._filled[documents]]
+        values = self.cosines.at(documents)
+        if self.mode == "hybrid":
+            values = SEMANTIC_WEIGHT * values + (1 - SEMANTIC_WEIGHT) * self.lexical[documents]
+        self.values[documents] = values
+        self._filled[documents] = True
+
+    def usual(self, total: float, squares: float, matched: np.ndarray) -> tuple[float, float]:
+        """The mean and standard deviation of the scores of all the documents, from the sum of the cosines and of
+        their squares, and the documents with a BM25 share (`matched`)."""
+        n = self.cosines.size
+        if not n:
+            return 0.0, 0.0
+        if self.mode == "hybrid":
+            weight, shares = SEMANTIC_WEIGHT, self.lexical[matched].astype(np.float64)
+            cross = float(self.cosines.at(matched).astype(np.float64) @ shares)
+            total = weight * total + (1 - weight) * float(shares.sum())
+            squares = weight**2 * squares + 2 * weight * (1 - weight) * cross + (1 - weight) ** 2 * (shares @ shares)
+        mean = total / n
+        return mean, math.sqrt(max(squares / n - mean * mean, 0.0))
 
 
 def _top(scores: np.ndarray, limit: int | None) -> np.ndarray:
