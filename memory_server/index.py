@@ -59,6 +59,7 @@ class DocumentIndex:
         self.observations = ObservationList(self.documents)  # the observation of each (None: a name document)
         self.name_doc = self.documents.starts  # each entity's name document
         self.has_observations = self.documents.counts > 1
+        self._row_documents: np.ndarray | None = None  # the document in each row (-1: dead), made when asked
         self.lexical.arrange(self.documents.rows)
         self.changed(graph, kept)
 
@@ -103,8 +104,16 @@ class DocumentIndex:
     def cosines(self, embedder: Embedder, query: str) -> QueryCosines:
         """The cosines of the documents with `query`, as the ranking asks for them (memory_server.cosines)."""
         vectors = self.embed(embedder)
-        documents = self.documents
-        return QueryCosines(vectors, embedder.encode_query(query), documents.rows, documents.used, documents.size)
+        vector = embedder.encode_query(query)
+        return QueryCosines(vectors, vector, self.documents.rows, self.documents.used, self.documents_in)
+
+    def documents_in(self, rows: np.ndarray) -> np.ndarray:
+        """The documents in `rows`, in order (rows of documents gone are left out)."""
+        if self._row_documents is None:  # once a state: a million rows take milliseconds
+            self._row_documents = np.full(self.documents.used, -1, dtype=np.int64)
+            self._row_documents[self.documents.row_of(np.arange(self.documents.size))] = np.arange(self.documents.size)
+        found = self._row_documents[rows]
+        return np.sort(found[found >= 0])
 
     @property
     def nbytes(self) -> int:

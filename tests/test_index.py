@@ -49,7 +49,9 @@ def assert_same_as_scratch(index: GraphIndex, graph: KnowledgeGraph, embedder) -
     for query in QUERIES:
         assert index.lexical.scores(query).tobytes() == fresh.lexical.scores(query).tobytes(), query
         if embedder is not None:
-            assert every_cosine(index, embedder, query).tobytes() == every_cosine(fresh, embedder, query).tobytes(), query
+            assert every_cosine(index, embedder, query).tobytes() == every_cosine(fresh, embedder, query).tobytes(), (
+                query
+            )
         for mode in ("hybrid", "semantic"):
             assert ranked(index, embedder, query, mode) == ranked(fresh, embedder, query, mode), (query, mode)
 
@@ -210,7 +212,10 @@ def test_a_one_line_change_updates_the_index_without_a_rebuild(tmp_path, slot, e
     after = searcher.search([Target("m", store)], "saxophone", "hybrid", 5, None)
     assert searcher.built == 1 and searcher.holds(store) is index and index.updates == 1
     assert embedder.encoded - before == 1  # the new observation, nothing else
-    assert (after.hits[0].hit.entity.name, after.hits[0].hit.observation) == ("note 7", "plays the saxophone on Sundays")
+    assert (after.hits[0].hit.entity.name, after.hits[0].hit.observation) == (
+        "note 7",
+        "plays the saxophone on Sundays",
+    )
     keyword = searcher.search([Target("m", store)], "sundays", "keyword", 5, None)
     GraphStore(store.path).mutate(lambda g: g.delete_entities(["note 7"]))
     assert searcher.search([Target("m", store)], "sundays", "keyword", 5, None).hits == []
@@ -299,7 +304,6 @@ def test_an_index_emptied_and_filled_again_ranks_as_a_new_one(embedder):
     graph.create_entities([Entity("Ann", "person", ["plays the violin"]), Entity("Bob", "person", [])])
     index.update(graph)
     assert_same_as_scratch(index, graph, embedder)
-
 
 
 def test_a_memory_released_while_idle_is_searched_again_from_its_file_and_its_cache(tmp_path, embedder, monkeypatch):

@@ -42,6 +42,7 @@ def test_the_moments_are_the_same_bits_whatever_the_order_of_changes():
     scratch.put(np.arange(2000), vectors[:2000])
     rng = np.random.default_rng(4)
     changed = VectorRows(256, 0)
+    assert changed.moments.count == 0  # asked for first: kept up to date from here, change by change
     order = rng.permutation(3000)
     for part in np.array_split(order, 7):  # every vector, in batches, in another order
         changed.put(part, vectors[part])
@@ -50,5 +51,9 @@ def test_the_moments_are_the_same_bits_whatever_the_order_of_changes():
     changed.put(np.arange(500), vectors[:500])  # put again where it already is
     assert changed.moments.count == 2000
     assert changed.moments.mean_and_variance(query) == scratch.moments.mean_and_variance(query)
+    made_late = VectorRows(256, 0)  # the same rows, the sums made at the first question
+    made_late.put(np.arange(3000), vectors)
+    made_late.forget(np.arange(2000, 3000))
+    assert made_late.moments.mean_and_variance(query) == scratch.moments.mean_and_variance(query)
     changed.put(np.arange(2000, 2010), vectors[:10])  # ten more vectors: the sums move
     assert changed.moments.mean_and_variance(query) != scratch.moments.mean_and_variance(query)
