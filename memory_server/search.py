@@ -88,6 +88,7 @@ ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents
 IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
 ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documents of the entity a first-person
 # question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
+RECENT_SEARCHES = 16  # outcomes kept for a cursor's next page
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
 
 
@@ -345,6 +346,12 @@ class _Scores:
         return mean, math.sqrt(max(squares / n - mean * mean, 0.0))
 
 
+def _memory_state(target: Target) -> tuple:
+    """What a search's outcome depends on in a target: its label, preference, file and the state of its graph."""
+    with target.store.reading():  # brings the graph to the file's state
+        return target.label, target.boost, target.store.path, target.store.version
+
+
 def _top(scores: np.ndarray, limit: int | None) -> np.ndarray:
     """The numbers of the `limit` best scores, best first, ties in number order: a smaller limit gives a prefix."""
     if limit is None or limit >= len(scores):
@@ -380,10 +387,33 @@ class Searcher:
         self.budget = budget
         self._indexes: OrderedDict[tuple[Path, type], _Kept] = OrderedDict()  # least recently used first
         self._mutex = threading.Lock()
+        self._recent: OrderedDict[tuple, Outcome] = OrderedDict()  # the last searches, for their next pages
         self.built = 0  # indexes made from scratch
         self.released = 0
 
     def search(
+        self,
+        targets: Sequence[Target],
+        query: str,
+        mode: Mode,
+        limit: int | None,
+        min_score: float | None,
+        again: bool = False,
+    ) -> Outcome:
+        """The matches for `query` in `targets`. `again`: the same search is asked for once more (for its next page):
+        while no memory changed, the outcome given before, though the re-ranker may have read more since (a page
+        must follow the ranking of the page before it)."""
+        asked = (query, mode, limit, min_score, *(_memory_state(t) for t in targets))
+        if again and asked in self._recent:
+            return self._recent[asked]
+        outcome = self._search(targets, query, mode, limit, min_score)
+        with self._mutex:
+            self._recent[asked] = outcome
+            while len(self._recent) > RECENT_SEARCHES:
+                self._recent.popitem(last=False)
+        return outcome
+
+    def _search(
         self, targets: Sequence[Target], query: str, mode: Mode, limit: int | None, min_score: float | None
     ) -> Outcome:
         embedder, note = self.embeddings.get() if mode != "keyword" else (None, None)

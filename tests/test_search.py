@@ -368,3 +368,17 @@ def test_a_query_that_is_an_entity_type_finds_the_entities_of_that_type(tmp_path
     assert typed("person") == typed(" PERSONS ") == ["Ann", "Bob", "Carla", "Dora"]
     assert typed("places") == ["Annex building"]
     assert typed("my person") == typed("a person who plays chess") == []
+
+
+def test_the_next_page_of_a_search_follows_the_ranking_of_the_page_before(tmp_path, bundled):
+    """The re-ranker reads a memory whole in the background, so the same search may rank otherwise a minute later:
+    a cursor's next page comes from the outcome its first page came from, while the memory is unchanged."""
+    store = store_with(tmp_path, "people", PEOPLE)
+    searcher = Searcher(bundled)
+    first = searcher.search([Target("m", store)], "chess", "hybrid", 10, None)
+    assert searcher.search([Target("m", store)], "chess", "hybrid", 10, None, again=True) is first
+    assert searcher.search([Target("m", store)], "chess", "hybrid", 10, None) is not first  # a new search: anew
+    assert searcher.search([Target("other", store)], "chess", "hybrid", 10, None, again=True) is not first
+    GraphStore(store.path).mutate(lambda g: g.add_observations([("Bob", ["won a chess cup"])]))
+    changed = searcher.search([Target("m", store)], "chess", "hybrid", 10, None, again=True)
+    assert "won a chess cup" in [h.hit.observation for h in changed.hits]
