@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from sample_graphs import big_graph_text, pasted, within
@@ -232,6 +233,27 @@ def test_a_keyword_search_beyond_the_budget_is_cut_and_pages(keyword_store):
     other = SearchCall("coffee", "hybrid", 10, None, None, ("default",))
     with pytest.raises(CursorError, match="other arguments"):
         results.search(outcome, budget, results.search(outcome, budget, None, asked)[0]["nextCursor"], other)
+
+
+def test_the_pages_of_a_ranked_search_count_and_number_the_matches_of_the_whole_search(keyword_store):
+    """A second page said "174 matches" and numbered them from 1 again: an agent read the 177th match as the best."""
+    searcher = Searcher(EmbedderSlot("none"))
+    outcome = searcher.search([Target("default", keyword_store)], "coffee", "hybrid", 300, None)
+    asked = SearchCall("coffee", "hybrid", 300, None, None, ("default",))
+    budget, cursor, numbers = Budget(8000), None, []
+    while True:
+        structured, text = results.search(outcome, budget, cursor, asked)
+        lines = text.splitlines()
+        shown = [int(number) for number in re.findall(r"^(\d+)\. ", text, re.MULTILINE)]
+        assert lines[1].startswith(f"{len(shown)} of the {len(outcome.hits)} matches (hybrid search")
+        assert shown == sorted(shown) and (shown[0] == 1) == (cursor is None)
+        numbers += shown
+        cursor = structured.get("nextCursor")
+        if cursor is None:
+            break
+    assert sorted(numbers) == list(range(1, len(outcome.hits) + 1)) and len(outcome.hits) == 300
+    whole = results.search(outcome, Budget(0), None, asked)[1]
+    assert whole.startswith("300 matches (hybrid search")
 
 
 def test_the_graph_resource_is_an_overview_and_a_page_when_large(graph_2000):
