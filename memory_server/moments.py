@@ -72,16 +72,16 @@ class Moments:
         if self.count <= 0:
             return 0.0, 0.0
         q0, rest = float(query[0]), np.asarray(query[1:], dtype=np.float64)
-        total = squares = 0.0
-        for x, (m, high2, high_low, low2) in self._firsts.items():
+        total = squares = 0.0  # summed in the order of the exponents: a float sum's bits depend on its order
+        for x, (m, high2, high_low, low2) in sorted(self._firsts.items()):
             total += q0 * float(m) * 2.0 ** (x - 24)
             m2 = (int(high2) << (2 * _HALF)) + (int(high_low) << (_HALF + 1)) + int(low2)  # Σm², exactly
             squares += q0 * q0 * float(m2) * 2.0 ** (2 * x - 48)
-        for e, sums in self._sums.items():
+        for e, sums in sorted(self._sums.items()):
             total += 2.0**e * float(rest @ sums.astype(np.float64))
             squared = self._squares[e].astype(np.float64)
             squares += 2.0 ** (2 * e) * float(rest @ squared @ rest)
-        for (x, e), cross in self._cross.items():
+        for (x, e), cross in sorted(self._cross.items()):
             squares += 2 * q0 * 2.0 ** (x - 24 + e) * float(rest @ cross.astype(np.float64))
         mean = total / self.count
         return mean, max(squares / self.count - mean * mean, 0.0)

@@ -57,3 +57,19 @@ def test_the_moments_are_the_same_bits_whatever_the_order_of_changes():
     assert made_late.moments.mean_and_variance(query) == scratch.moments.mean_and_variance(query)
     changed.put(np.arange(2000, 2010), vectors[:10])  # ten more vectors: the sums move
     assert changed.moments.mean_and_variance(query) != scratch.moments.mean_and_variance(query)
+
+
+def test_the_moments_are_the_same_bits_whichever_scale_came_first():
+    """The sums are kept per exponent of scale: added up in the order the exponents were first met, a float sum of
+    them would differ in its last bits between an index that met them in another order and one made from scratch."""
+    vectors = model_like(600, seed=5)
+    exponents = np.frexp(np.abs(vectors[:, 1:]).max(axis=1))[1] + 4 * np.frexp(vectors[:, 0])[1]
+    order = np.argsort(exponents, kind="stable")
+    assert len(np.unique(exponents)) >= 4
+    ascending, descending = VectorRows(256, 600), VectorRows(256, 600)
+    ascending.moments, descending.moments  # kept from the first change on, in the order the changes come
+    for rows, part in ((ascending, order), (descending, order[::-1])):
+        for chunk in np.array_split(part, 40):
+            rows.put(chunk, vectors[chunk])
+    for query in (vectors[10], vectors[3], vectors[200]):
+        assert ascending.moments.mean_and_variance(query) == descending.moments.mean_and_variance(query)
