@@ -89,6 +89,7 @@ IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say w
 ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documents of the entity a first-person
 # question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
 RECENT_SEARCHES = 16  # outcomes kept for a cursor's next page
+RECENT_HITS = 100_000  # and hits in them all, about 30 MB (the newest outcome is kept whatever its size)
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
 
 
@@ -404,14 +405,23 @@ class Searcher:
         while no memory changed, the outcome given before, though the re-ranker may have read more since (a page
         must follow the ranking of the page before it)."""
         asked = (query, mode, limit, min_score, *(_memory_state(t) for t in targets))
-        if again and asked in self._recent:
-            return self._recent[asked]
+        if again:
+            with self._mutex:  # looked up and read at once: another thread's search may drop it in between
+                cached = self._recent.get(asked)
+            if cached is not None:
+                return cached
         outcome = self._search(targets, query, mode, limit, min_score)
         with self._mutex:
             self._recent[asked] = outcome
-            while len(self._recent) > RECENT_SEARCHES:
-                self._recent.popitem(last=False)
+            self._trim_recent()
         return outcome
+
+    def _trim_recent(self) -> None:
+        """Drop the oldest outcomes beyond RECENT_SEARCHES or RECENT_HITS hits (a keyword search of a large memory
+        holds every match, ~300 bytes each: 16 of 1M hits would hold 5 GB); the newest stays, for its next page."""
+        held = sum(len(outcome.hits) for outcome in self._recent.values())
+        while len(self._recent) > 1 and (len(self._recent) > RECENT_SEARCHES or held > RECENT_HITS):
+            held -= len(self._recent.popitem(last=False)[1].hits)
 
     def _search(
         self, targets: Sequence[Target], query: str, mode: Mode, limit: int | None, min_score: float | None

@@ -1,5 +1,8 @@
+from collections import OrderedDict
+
 import pytest
 
+from memory_server import search as search_module
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.lexical import LexicalIndex, related_terms, tokenize
@@ -382,3 +385,33 @@ def test_the_next_page_of_a_search_follows_the_ranking_of_the_page_before(tmp_pa
     GraphStore(store.path).mutate(lambda g: g.add_observations([("Bob", ["won a chess cup"])]))
     changed = searcher.search([Target("m", store)], "chess", "hybrid", 10, None, again=True)
     assert "won a chess cup" in [h.hit.observation for h in changed.hits]
+
+
+def test_a_next_page_is_found_even_if_another_search_drops_its_outcome_meanwhile(tmp_path, bundled):
+    """Searches run on several threads: the outcome a cursor asks for may be dropped (by another search's) between
+    finding it and reading it, which must not fail the call."""
+
+    class DroppedMeanwhile(OrderedDict):
+        def __contains__(self, key):  # found, then dropped by another thread before it is read
+            found = super().__contains__(key)
+            self.pop(key, None)
+            return found
+
+    store = store_with(tmp_path, "people", PEOPLE)
+    searcher = Searcher(bundled)
+    searcher._recent = DroppedMeanwhile()
+    searcher.search([Target("m", store)], "chess", "hybrid", 10, None)
+    again = searcher.search([Target("m", store)], "chess", "hybrid", 10, None, again=True)
+    assert "plays chess every evening" in [h.hit.observation for h in again.hits]
+
+
+def test_the_outcomes_kept_for_next_pages_hold_a_bounded_number_of_hits(tmp_path, bundled, monkeypatch):
+    """A keyword search holds every match: kept 16 times over for a large memory, gigabytes (the newest is kept
+    whatever its size, for its next page)."""
+    monkeypatch.setattr(search_module, "RECENT_HITS", 5)
+    store = store_with(tmp_path, "people", [Entity(f"n{i}", "note", [f"apples {i}"]) for i in range(4)])
+    searcher = Searcher(bundled)
+    outcomes = [searcher.search([Target("m", store)], "apples", "keyword", None, s / 10) for s in range(4)]
+    assert [len(o.hits) for o in outcomes] == [4, 4, 4, 4]
+    assert sum(len(o.hits) for o in searcher._recent.values()) <= 5
+    assert searcher.search([Target("m", store)], "apples", "keyword", None, 0.3, again=True) is outcomes[-1]
