@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_server import vectors as vectors_module
 from memory_server.embeddings import load_embedder
@@ -199,3 +201,33 @@ def test_a_scan_of_a_static_models_vectors_reads_few_rows_whole():
     found = rows.scan(query, len(texts), floor, most=len(texts))
     assert set(np.flatnonzero(whole >= floor)) <= set(found.tolist())
     assert len(found) < len(texts) // 50
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    dim=st.sampled_from([2, 9, 65, 66, 256]),
+    count=st.integers(1, 300),
+    seed=st.integers(0, 2**32 - 1),
+    head_share=st.floats(0.0, 1.0),
+    tail_size=st.floats(1e-6, 50.0),
+    twin=st.booleans(),
+)
+def test_a_scan_never_misses_a_row_at_or_over_the_floor(dim, count, seed, head_share, tail_size, twin):
+    """Whatever the vectors (first components of either sign, tails large or tiny next to the first HEAD, zero
+    vectors, the query one of the rows, so a product of about 1), a row whose product reaches the floor is found."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((count, dim)).astype(np.float32)
+    vectors[:, 0] *= 1 + 20 * head_share
+    vectors[:, vectors_module.HEAD + 1 :] *= tail_size
+    vectors[rng.random(count) < 0.1] = 0.0
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    query = vectors[rng.integers(count)] if twin else rng.standard_normal(dim).astype(np.float32)
+    if not query.any():
+        query = np.eye(dim, dtype=np.float32)[0]
+    query = query / np.linalg.norm(query)
+    rows = VectorRows(dim, count)
+    rows.put(np.arange(count), vectors)
+    whole = rows.dot(query, count)
+    for floor in sorted(set(whole.tolist()))[-3:] + [float(np.median(whole))]:
+        assert set(np.flatnonzero(whole >= floor)) <= set(rows.scan(query, count, floor, most=10**9).tolist())
