@@ -68,12 +68,9 @@ class Run:
         self.write(json_line(value) + "\n")
 
     def context(self) -> ResolvedContext:
-        """The context the command works on: --context; else 'default' when --memory-path was typed (the file the
-        person named) and no --default-context; else the active one."""
-        name = self.options.context
-        if name is None and getattr(self.options, "memory_path_typed", False) and not self.options.default_context:
-            name = "default"
-        return self.contexts.resolve(name)
+        """The context the command works on: --context, else the active one (which is 'default' when a memory file
+        was named, see Contexts._initial_active)."""
+        return self.contexts.resolve(self.options.context)
 
     @contextlib.contextmanager
     def reading(self, resolved: ResolvedContext, warn: bool = True) -> Iterator[KnowledgeGraph]:

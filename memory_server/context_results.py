@@ -82,6 +82,8 @@ def switch(contexts: Contexts, budget: Budget, name: str, persist: bool, project
         contexts.registry.persist_active(config.name)
     contexts.set_active(config.name)
     saved = " and saved it in contexts.json" if persist else " for this session"
+    if persist and contexts.memory_path is not None:  # a file named at launch wins over the saved context
+        saved += " (a server started with --memory-path or MEMORY_FILE_PATH, as this one, starts in 'default')"
     return active(contexts, budget, project_dir, f"Switched to context '{config.name}'{saved}.")
 
 

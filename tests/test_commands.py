@@ -169,8 +169,9 @@ def test_a_typed_memory_path_is_the_file_a_command_reads_whatever_context_is_act
         assert "Ann" in done.stdout and f"default → {memory}" in done.stdout or done.stdout.startswith("Ann (person)")
     assert cli("show", "Desk", cwd=tmp_path).returncode == 0  # without it, the active context as before
     assert cli("show", "Desk", "--memory-path", memory, "--context", "work", cwd=tmp_path).returncode == 0
-    env_only = cli("show", "Desk", cwd=tmp_path, MEMORY_FILE_PATH=memory)  # set for the server: it sees 'work' too
+    env_only = cli("show", "Ann", cwd=tmp_path, MEMORY_FILE_PATH=memory)  # named at launch, as the server reads it
     assert env_only.returncode == 0, env_only.stderr
+    assert cli("show", "Desk", cwd=tmp_path, MEMORY_FILE_PATH=memory, MEMORY_DEFAULT_CONTEXT="work").returncode == 0
 
 
 def test_search_every_context_labels_each_hit(memory, tmp_path, user_folders):
