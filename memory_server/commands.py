@@ -38,6 +38,7 @@ from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNot
 from memory_server.search import Searcher, Target
 from memory_server.stats import dangling_relations, figures, totals
 from memory_server.store import GraphStore
+from memory_server.unusable import fixes
 from memory_server.vector_cache import caches_of
 from memory_server.view import render_page
 
@@ -259,6 +260,9 @@ def import_command(run: Run) -> int:
             "Fix or delete them and import again: an import leaves nothing out silently.",
             file=run.err,
         )
+        lines = [(int(p.where.removeprefix("line ")), p.reason) for p in source.problems if p.where.startswith("line ")]
+        for fix in fixes(lines):
+            print(fix, file=run.err)
         return PROBLEMS
     resolved = run.context()
     resolved.require_writable()
@@ -355,6 +359,8 @@ def check_command(run: Run) -> int:
         run.say(f"  This is {foreign}, not a memory file: `import {path}` reads it.")
     elif skipped:
         run.say("  The server keeps these lines as they are; fix or delete them to bring them into the graph.")
+        for fix in fixes((s.line_number, s.reason) for s in skipped):
+            run.say(f"  {fix}")
     return PROBLEMS if skipped else OK
 
 

@@ -96,7 +96,7 @@ def parse_or_problem(line: str) -> Any:
 
 def _parse_json(line: str) -> Any:
     if line.startswith("\ufeff"):
-        raise ValueError("starts with a byte-order mark")
+        raise ValueError(BYTE_ORDER_MARK)
     if not line.isascii() and _LONE_SURROGATE.search(line):
         raise ValueError("not valid UTF-8")  # the file's bytes, decoded with surrogateescape
     body = line.strip(" \t\r\n")
@@ -204,6 +204,7 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+BYTE_ORDER_MARK = "starts with a byte-order mark"  # the reason given for a line an editor began with U+FEFF
 CONFLICT_MARKER = "a git conflict marker"  # the reason given for a line git's line merge left in the file
 _CONFLICT_MARKER = re.compile(r"(<{7}|={7}|>{7}|\|{7})( |$)")
 

@@ -58,9 +58,9 @@ from memory_server.files import (
     write_atomically,
     write_mark,
 )
-from memory_server.graph import Changes, KnowledgeGraph, Plan, SkippedLine
-from memory_server.jsonl import CONFLICT_MARKER
+from memory_server.graph import Changes, KnowledgeGraph, Plan
 from memory_server.target import Target, find_target
+from memory_server.unusable import describe_skipped
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -68,7 +68,6 @@ logger = logging.getLogger(__name__)
 # A write(2) that stays inside one page of the file is not split by a signal, so an append that fits is
 # all-or-nothing even under SIGKILL; larger additions go through the atomic rewrite instead.
 _PAGE = 4096
-_MAX_LISTED_PROBLEMS = 10
 # Another program's change in place is used once the file has been still this long (an editor saving in chunks
 # pauses between them); a last line without its newline, which may be the middle of a save, waits longer before
 # it is taken for a leftover. A read waits at most READ_PATIENCE for either, then shows the file as it is.
@@ -500,19 +499,3 @@ def _appended_bytes(plan: Plan, size: int) -> bytes | None:
     if not all(isinstance(step, bytes) for step in steps):
         return None
     return b"".join(steps)  # type: ignore[arg-type]
-
-
-def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
-    listed = "; ".join(f"line {s.line_number}: {s.reason}" for s in skipped[:_MAX_LISTED_PROBLEMS])
-    more = f"; and {len(skipped) - _MAX_LISTED_PROBLEMS} more" if len(skipped) > _MAX_LISTED_PROBLEMS else ""
-    lines = "1 line" if len(skipped) == 1 else f"{len(skipped)} lines"
-    merge = (
-        " The file holds an unfinished git merge: keep the lines you want, delete the markers, `git add` it; "
-        "`mcp-memory-contexts install-merge-driver` makes git merge memory files record by record."
-        if any(s.reason == CONFLICT_MARKER for s in skipped)
-        else ""
-    )
-    return (
-        f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
-        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph." + merge
-    )

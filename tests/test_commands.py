@@ -620,6 +620,22 @@ def test_check_passes_a_good_file_and_reads_the_context_without_one(memory, tmp_
     assert missing.returncode == 3 and "nope.jsonl" in missing.stderr
 
 
+def test_a_byte_order_mark_is_named_with_how_to_fix_it_and_the_line_is_kept(memory, tmp_path):
+    """A memory saved by Notepad as "UTF-8 with BOM": every command that meets line 1 says what the mark is and how
+    to remove it (not the line, which holds a record); none of them changes the file."""
+    noted = tmp_path / "notepad.jsonl"
+    noted.write_bytes(b"\xef\xbb\xbf" + b"".join(json.dumps(r).encode() + b"\r\n" for r in SEED))
+    before = noted.read_bytes()
+    checked = cli("check", noted)
+    assert checked.returncode == 1 and "  line 1: starts with a byte-order mark" in checked.stdout
+    assert 'save the file again as "UTF-8"' in checked.stdout
+    shown = cli("show", "Bob", "--memory-path", noted)
+    assert shown.returncode == 0 and 'save the file again as "UTF-8"' in shown.stderr
+    imported = cli("import", noted, "--memory-path", memory)
+    assert imported.returncode == 1 and 'save the file again as "UTF-8"' in imported.stderr
+    assert noted.read_bytes() == before
+
+
 def test_check_recognises_files_that_import_reads(tmp_path):
     document = tmp_path / "graph.json"
     document.write_text(json.dumps({"entities": [SEED[0]], "relations": []}, indent=2), encoding="utf-8")

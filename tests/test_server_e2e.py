@@ -196,6 +196,19 @@ async def test_unparsable_lines_are_reported_and_survive(env, memory):
     assert [json.loads(line)["name"] for line in (lines[0], lines[3])] == ["a", "c"]
 
 
+async def test_a_byte_order_mark_on_line_1_is_explained_and_the_line_survives_writes(env, memory):
+    """Notepad's "UTF-8 with BOM": the result names the mark and how to remove it; writes keep line 1 as it was."""
+    first = b'\xef\xbb\xbf{"type":"entity","name":"Ann","entityType":"person","observations":[]}\r\n'
+    memory.write_bytes(first + b'{"type":"entity","name":"Bo","entityType":"dog","observations":[]}\r\n')
+    async with connect(env) as s:
+        [warning] = (await ok(s, "read_graph"))["warnings"]
+        assert "line 1: starts with a byte-order mark" in warning and 'save the file again as "UTF-8"' in warning
+        await ok(s, "add_observations", observations=[{"entityName": "Bo", "contents": ["barks"]}])
+        await ok(s, "create_entities", entities=[entity("Cy")])
+    data = memory.read_bytes()
+    assert data.startswith(first) and [json.loads(line)["name"] for line in data.splitlines()[1:]] == ["Bo", "Cy"]
+
+
 async def test_nothing_but_protocol_on_stdout_and_logs_on_stderr(memory):
     request = (
         '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
