@@ -16,9 +16,10 @@ the graph follows it with as little parsing as the change allows:
 The whole file is parsed only the first time, and after `release` (which frees the graph of a store not in use).
 
 `version` counts the graph states this store has held. `changes_since(version)` names the entities and relations
-that may differ since then (None: everything may: a first read, a release, or too long ago). Across a reload, a
-record whose line did not change is the same object, and one whose line changed is a new object; this process's
-own mutations change their records in place (and `changes_since` names them like the rest).
+that may differ since then (None: everything may: a first read, a release, or too long ago), from its change log
+(changelog.py). Across a reload, a record whose line did not change is the same object, and one whose line changed
+is a new object; this process's own mutations change their records in place (and `changes_since` names them like
+the rest).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import os
 import stat
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import TypeVar
 import filelock
 
 from memory_server import delta
+from memory_server.changelog import ChangeLog
 from memory_server.errors import FileBusyError, LockTimeoutError, LockUnavailableError, MemoryFileError
 from memory_server.files import (
     FileChangedError,
@@ -75,7 +77,6 @@ QUIET = 0.25
 TAIL_QUIET = 2.0
 READ_PATIENCE = 1.0
 _POLL = 0.02
-LOGGED_CHANGES = 64  # states `changes_since` can answer for
 # When the call being served arrived (time.monotonic), if it waited behind others: the lock timeout bounds a call as
 # its caller sees it, waiting included, not each store operation afresh (queued calls would wait 3, 6, 9 s...).
 _CALL_ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("call_arrived", default=None)
@@ -115,11 +116,8 @@ class GraphStore:
         self._swept: set[Path] = set()
         self._warned = False
         self._notes: dict[str, None] = {}  # warnings for the next result, in order
-        self.version = 0  # counts the graph states this store has held; search indexes key on it
-        self._log: deque[tuple[int, Changes]] = deque(maxlen=LOGGED_CHANGES)  # what each version changed
-        self._log_floor = 0  # no version before this one can be compared with later ones
+        self._changes = ChangeLog()  # the graph states this store has held, and what changed from one to the next
         self._previous: KnowledgeGraph | None = None  # a graph forgotten for a re-read: its records may be reused
-        self._unlogged = Changes()  # what such a graph had changed in memory, not in the file
         self._announced: Stamp | None = None  # the file's state subscribers were last told about
         self.last_used = time.monotonic()
         self.last_load: Load | None = None
@@ -131,19 +129,16 @@ class GraphStore:
         with self._turn() as deadline:
             yield self._current(deadline)
 
+    @property
+    def version(self) -> int:
+        """Counts the graph states this store has held; search indexes key on it."""
+        return self._changes.version
+
     def changes_since(self, version: int) -> Changes | None:
         """The entities and relations that may differ between `version` and now (empty if none), or None when this
-        store cannot tell (a first read or a re-read after `release`, or more than LOGGED_CHANGES versions ago)."""
+        store cannot tell (a first read or a re-read after `release`, or too many versions ago)."""
         with self._mutex:
-            if version == self.version:
-                return Changes()
-            if version > self.version or version < self._log_floor or not self._log or self._log[0][0] > version + 1:
-                return None
-            changes = Changes()
-            for number, changed in self._log:
-                if number > version:
-                    changes |= changed
-            return changes
+            return self._changes.since(version)
 
     def noticed_change(self) -> bool:
         """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read. The
@@ -175,8 +170,7 @@ class GraphStore:
             if self._graph is None and self._previous is None:
                 return False
             self._graph = self._previous = None
-            self._log.clear()
-            self._log_floor = self.version + 1
+            self._changes.forget()
             self.loads["released"] += 1
             return True
         finally:
@@ -381,28 +375,18 @@ class GraphStore:
         self._graph, self._stamp, self._real, self._complete = graph, stamp, target.real, True
         self._previous = None
         self._warned = False
-        self._advance(changes)
+        self._changes.advance(changes)
         self.last_load = Load(graph.built_by, read, graph.parsed_lines)
         self.loads[graph.built_by] += 1
         logger.debug("%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, graph.built_by, read,
                      graph.parsed_lines, self.version)
         return graph
 
-    def _advance(self, changes: Changes | None) -> None:
-        """One more state of the graph, which `changes` (None: everything) took it to."""
-        self.version += 1
-        if changes is None:
-            self._log.clear()
-            self._log_floor = self.version
-        else:
-            self._log.append((self.version, changes | self._unlogged))
-        self._unlogged = Changes()
-
     def _forget(self) -> None:
         """The graph no longer matches the file (a write failed or found the file changed): read the file again at
         the next call, reusing the records of the lines that are still the same."""
         if self._graph is not None:
-            self._unlogged |= self._graph.edits.changes()
+            self._changes.carry(self._graph.edits.changes())
             self._previous = self._graph
         self._graph = None
 
@@ -425,7 +409,7 @@ class GraphStore:
         self._stamp = stamp
         delta.record(self._lock_path, expected, stamp, delta.of_plan(plan))
         write_mark(self._lock_path, stamp)
-        self._advance(changes)
+        self._changes.advance(changes)
 
     def _write_plan(self, out: int, plan: Plan, target: Target) -> None:
         """Write the new file: copy the unchanged ranges from the current file, write the new bytes."""
