@@ -260,8 +260,7 @@ def import_command(run: Run) -> int:
             "Fix or delete them and import again: an import leaves nothing out silently.",
             file=run.err,
         )
-        lines = [(int(p.where.removeprefix("line ")), p.reason) for p in source.problems if p.where.startswith("line ")]
-        for fix in fixes(lines):
+        for fix in fixes((p.line, p.reason) for p in source.problems if p.line is not None):
             print(fix, file=run.err)
         return PROBLEMS
     resolved = run.context()
