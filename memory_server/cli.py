@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -196,17 +197,17 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
 
     add(
         "--memory-path",
-        type=Path,
+        type=_user_path,
         metavar="FILE",
-        default=_path_or_none(env("MEMORY_FILE_PATH")),
+        default=env("MEMORY_FILE_PATH") or None,  # a string default goes through `type`, errors included
         help="the 'default' context's file [MEMORY_FILE_PATH] (default: memory.jsonl in "
         "$XDG_DATA_HOME/mcp-memory-contexts)",
     )
     add(
         "--contexts-directory",
-        type=Path,
+        type=_user_path,
         metavar="DIR",
-        default=_path_or_none(env("MEMORY_CONTEXTS_DIR")) or _config_home() / APP,
+        default=env("MEMORY_CONTEXTS_DIR") or _config_home() / APP,
         help="folder of contexts.json [MEMORY_CONTEXTS_DIR] (default: $XDG_CONFIG_HOME/mcp-memory-contexts)",
     )
     add(
@@ -217,9 +218,9 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
     )
     add(
         "--project-dir",
-        type=Path,
+        type=_user_path,
         metavar="DIR",
-        default=_path_or_none(env("MEMORY_PROJECT_DIR")),
+        default=env("MEMORY_PROJECT_DIR") or None,
         help="where project detection starts [MEMORY_PROJECT_DIR] (default: the client's root, or here)",
     )
     add(
@@ -398,8 +399,22 @@ def _config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
 
 
-def _path_or_none(value: str | None) -> Path | None:
-    return Path(value).expanduser() if value else None
+def _user_path(value: str) -> Path:
+    """A path as written in a client's configuration, `~`, `$NAME` and `${NAME}` expanded: MCP clients (Claude
+    Desktop, Cursor) pass `env` values as written, with no shell to expand them, and `$HOME/memory.jsonl` made a
+    folder named `$HOME` in the client's current folder, the user's memory seemingly gone. A variable that is not
+    set is an error rather than a folder of that name."""
+    expanded = os.path.expanduser(os.path.expandvars(value))
+    unset = _VARIABLE.search(expanded)
+    if unset:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} uses the environment variable {unset.group(1) or unset.group(2)}, which is not set; give "
+            "the full path (an MCP client passes the value as written, with no shell to fill it in; ~ is your home)"
+        )
+    return Path(expanded)
+
+
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 
 
 def _flag(value: str | None) -> bool:

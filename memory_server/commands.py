@@ -260,7 +260,7 @@ def import_command(run: Run) -> int:
             "Fix or delete them and import again: an import leaves nothing out silently.",
             file=run.err,
         )
-        for fix in fixes((p.line, p.reason) for p in source.problems if p.line is not None):
+        for fix in fixes(p.reason for p in source.problems):
             print(fix, file=run.err)
         return PROBLEMS
     resolved = run.context()
@@ -358,7 +358,7 @@ def check_command(run: Run) -> int:
         run.say(f"  This is {foreign}, not a memory file: `import {path}` reads it.")
     elif skipped:
         run.say("  The server keeps these lines as they are; fix or delete them to bring them into the graph.")
-        for fix in fixes((s.line_number, s.reason) for s in skipped):
+        for fix in fixes(s.reason for s in skipped):
             run.say(f"  {fix}")
     return PROBLEMS if skipped else OK
 

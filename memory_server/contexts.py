@@ -33,7 +33,7 @@ from memory_server.registry import (
 )
 from memory_server.store import GraphStore
 from memory_server.target import find_target
-from memory_server.templates import check_template, fill, memory_folder_of
+from memory_server.templates import VARIABLES_HELP, check_template, fill, memory_folder_of, not_a_variable
 
 __all__ = [  # the registry's names are re-exported: callers import contexts from here
     "DEFAULT_CONTEXT",
@@ -356,6 +356,11 @@ def new_context(
         ) from None
     if not config.path.endswith(".jsonl"):
         raise ContextConfigError(f"The path {echo(config.path)} must end in '.jsonl': memory files are JSONL files.")
+    wrong = not_a_variable(config.path)
+    if wrong:
+        raise ContextConfigError(
+            f"Cannot add context {echo(name)}: in the path {echo(config.path)}, {wrong}. {VARIABLES_HELP}"
+        )
     _check_length(config.path)
     try:
         _check_place(contexts, config, project_dir)

@@ -66,7 +66,7 @@ def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everyw
         **({"warnings": warnings} if warnings else {}),
     }
     spent = max(text_tokens("\n".join(lines)), json_tokens(around) + json_tokens(skipped))
-    outcome = searcher.search(targets, asked.query, asked.mode, asked.limit, asked.min_score)
+    outcome = searcher.search(targets, asked.query, asked.mode, asked.limit, asked.min_score, asked.cursor is not None)
     call = results.SearchCall(
         asked.query, asked.mode, asked.limit, asked.min_score, EVERY_CONTEXT, tuple(t.label for t in targets)
     )

@@ -17,7 +17,6 @@ Each rebuild returns the `Changes` between the two graphs, which the store logs 
 
 from __future__ import annotations
 
-import bisect
 import itertools
 from array import array
 from collections.abc import Iterable, Iterator
@@ -28,6 +27,7 @@ from memory_server.errors import EntityNotFoundError, echo
 
 # The records and their line codec live in jsonl.py; they are also imported from here.
 from memory_server.follow import Changes, Following, Segment  # noqa: F401
+from memory_server.joined import JoinedText
 from memory_server.jsonl import (  # noqa: F401
     Entity,
     Relation,
@@ -183,18 +183,14 @@ class KnowledgeGraph(Following):
         same: dict[str, list[str]] = {}
         for name, key in zip(known, folded, strict=True):
             same.setdefault(key, []).append(name)
-        text = "\x00".join(folded)  # which names contain a needle: one str.find scan, not a loop over names
-        starts = list(itertools.accumulate((len(key) + 1 for key in folded), initial=0))
+        joined = JoinedText(folded)  # casefolded already, so its lower-casing changes nothing
         like: dict[str, list[str]] = {}
         for name in missing:
             needle = name.casefold()
             found = list(same.get(needle, ()))[:limit]
-            position = text.find(needle) if needle else -1
-            while position != -1 and len(found) < limit:
-                candidate = known[bisect.bisect_right(starts, position) - 1]
-                if candidate not in found:
-                    found.append(candidate)
-                position = text.find(needle, position + 1)
+            if needle and JoinedText.GAP not in needle:
+                containing = (known[n] for n in joined.holders(needle, limit + len(found)))
+                found += [candidate for candidate in containing if candidate not in found][: limit - len(found)]
             like[name] = found
         return like
 

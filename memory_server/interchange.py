@@ -124,7 +124,6 @@ def markdown(graph: KnowledgeGraph, title: str) -> str:
 class Problem:
     where: str  # "line 3", or "entities[2]" in a JSON document
     reason: str
-    line: int | None = None  # the line number, in a JSONL file
 
 
 @dataclass
@@ -167,7 +166,7 @@ def read_source(path: Path, declared: str | None = None) -> Source:
         try:
             source.records.append(decode_line(line))
         except ValueError as problem:
-            source.problems.append(Problem(f"line {number}", str(problem), number))
+            source.problems.append(Problem(f"line {number}", str(problem)))
     return source
 
 

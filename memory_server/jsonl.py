@@ -66,11 +66,12 @@ def decode_record(line: bytes) -> Entity | Relation | UnusableLine:
     text = line.decode("utf-8", "surrogateescape")
     if not text.strip():
         return UnusableLine(text, None)
-    parsed = parse_or_problem(text)
+    body = _without_bom(text)
+    parsed = parse_or_problem(body)
     try:
         if isinstance(parsed, ValueError):
             raise parsed
-        return record_of(parsed, text)
+        return record_of(parsed, body)
     except ValueError as problem:
         return UnusableLine(text, str(problem))
 
@@ -81,6 +82,7 @@ def identity(record: Entity | Relation) -> tuple[Any, ...]:
 
 def decode_line(line: str) -> Entity | Relation:
     """Parse one line; raise ValueError with a short reason if it is not an entity or a relation."""
+    line = _without_bom(line)
     return record_of(_parse_json(line), line)
 
 
@@ -94,9 +96,14 @@ def parse_or_problem(line: str) -> Any:
     return value if isinstance(value, dict) else ValueError("not a JSON object")
 
 
+def _without_bom(line: str) -> str:
+    # Windows tools (Notepad before 2019, PowerShell 5's `Set-Content -Encoding UTF8`) start a file they save with
+    # a byte-order mark, which no editor shows: the first record was skipped and "fix the line" could not be done.
+    # The record is read; its bytes stay in the file as they are until a tool changes it.
+    return line[1:] if line.startswith("\ufeff") else line
+
+
 def _parse_json(line: str) -> Any:
-    if line.startswith("\ufeff"):
-        raise ValueError(BYTE_ORDER_MARK)
     if not line.isascii() and _LONE_SURROGATE.search(line):
         raise ValueError("not valid UTF-8")  # the file's bytes, decoded with surrogateescape
     body = line.strip(" \t\r\n")
@@ -204,7 +211,6 @@ _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-BYTE_ORDER_MARK = "starts with a byte-order mark"  # the reason given for a line an editor began with U+FEFF
 CONFLICT_MARKER = "a git conflict marker"  # the reason given for a line git's line merge left in the file
 _CONFLICT_MARKER = re.compile(r"(<{7}|={7}|>{7}|\|{7})( |$)")
 

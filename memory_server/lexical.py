@@ -49,6 +49,11 @@ def tokenize(text: str) -> list[str]:
     return [_stem(w) for w in words(text) if w not in STOPWORDS]
 
 
+def stems(text: str) -> tuple[str, ...]:
+    """Every word of a text, stemmed, stop words kept: "Projects" and "project" are one, "my projects" is not."""
+    return tuple(map(_stem, words(text)))
+
+
 def is_first_person(text: str) -> bool:
     """Whether a question is about the one asking ("where do I live", "our vet", "my boss")."""
     return not FIRST_PERSON.isdisjoint(words(text))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
@@ -13,7 +14,10 @@ from memory_server.stats import totals
 from memory_server.store import GraphStore
 
 
-def search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
+def search_result(
+    outcome: Outcome, ranks: Sequence[int] | None = None, total: int | None = None
+) -> tuple[dict[str, Any], str]:
+    """The result of a search; `ranks` and `total` for a page of a larger one (see `matches_text`)."""
     several = outcome.memories > 1
     entities = {id(h.hit.entity): (h.label, h.hit.entity) for h in outcome.hits}  # each once, by its best hit
     relations = {(h.label, r.key): r for h in outcome.hits for r in h.relations}
@@ -35,7 +39,7 @@ def search_result(outcome: Outcome) -> tuple[dict[str, Any], str]:
     }
     if outcome.mode == "keyword":  # the official server's answer, unchanged
         return structured, as_json({"entities": structured["entities"], "relations": structured["relations"]})
-    return structured, matches_text(outcome)
+    return structured, matches_text(outcome, ranks, total)
 
 
 def in_context(record: dict[str, Any], label: str, several: bool) -> dict[str, Any]:
@@ -61,11 +65,18 @@ def not_found(graph: KnowledgeGraph, names: list[str]) -> str:
 _NOT_FOUND_LISTED = 3  # names not found that the line shows, each with what it may mean
 
 
-def matches_text(outcome: Outcome) -> str:
+def matches_text(outcome: Outcome, ranks: Sequence[int] | None = None, total: int | None = None) -> str:
+    """The matches, one a line, numbered by rank. On a page of a larger result (`ranks`: each hit's rank among all
+    `total`), the numbers are those of the whole search and the count says how many there are in all: a second
+    page said "174 matches" and started again at 1."""
     how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
-    lines = [f"{len(outcome.hits)} matches ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
+    numbers = list(ranks) if ranks is not None else list(range(1, len(outcome.hits) + 1))
+    count = f"{len(outcome.hits)} match" + ("" if len(outcome.hits) == 1 else "es")
+    if total is not None and len(numbers) < total:  # an entity's other matches come with it: ranks may skip
+        count = f"{len(numbers)} of the {total} matches"
+    lines = [f"{count} ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
     labels = outcome.memories > 1 or len({h.label for h in outcome.hits}) > 1
-    for number, labelled in enumerate(outcome.hits, start=1):
+    for number, labelled in zip(numbers, outcome.hits):
         hit = labelled.hit
         where = f"[{labelled.label}] " if labels else ""
         said = f'"{hit.observation}"' if hit.observation is not None else "(name or type matched)"
@@ -200,6 +211,8 @@ def range_line(listing: Any, start: int, end: int, what: str = "entities") -> st
 
 
 def _span(before: int, upto: int, total: int) -> str:
+    if total == 0:
+        return "none"
     if upto <= before:
         return f"none of {total} on this page"
     return f"{before + 1}–{upto} of {total}"

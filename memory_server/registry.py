@@ -33,7 +33,7 @@ from memory_server.files import (
     write_atomically,
 )
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH
-from memory_server.templates import is_template
+from memory_server.templates import is_template, not_a_variable
 
 DEFAULT_CONTEXT = "default"
 REGISTRY_FILE = "contexts.json"
@@ -369,6 +369,9 @@ def _read_entry(reading: _Reading, text: str, index: int, entry: Any) -> None:
             f"{where}: the name '{config.name}' is used twice (ignoring case); the second is ignored"
         )
         return
+    wrong = not_a_variable(config.path)
+    if wrong:  # kept, since its file may hold memories already; the warning says how to mend the path
+        reading.problems.append(f"{where}: in the path {echo(config.path)}, {wrong}; it is used as written")
     reading.contexts[config.name.lower()] = config
 
 

@@ -236,8 +236,8 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
     def render(items: Sequence[Labelled], end: int, note: str | None) -> Shaped:
         shown = {(label, r.name): r for label, r in items if isinstance(r, Entity)}
         page_relations = [(label, r) for label, r in items if isinstance(r, Relation)]
-        hits = []
-        for labelled in outcome.hits:
+        hits, ranks = [], []
+        for rank, labelled in enumerate(outcome.hits, start=1):
             entity = shown.get((labelled.label, labelled.hit.entity.name))
             if entity is None:
                 continue
@@ -248,8 +248,9 @@ def search(outcome: Outcome, budget: Budget, cursor_text: str | None, asked: Sea
                     continue  # its observation was left out of the entity cut to fit
                 labelled = replace(labelled, hit=replace(labelled.hit, observation=texts[observation]))
             hits.append(_with_entity(labelled, entity))
+            ranks.append(rank)
         page = replace(outcome, hits=_attach(hits, page_relations))
-        structured, text = present.search_result(page)
+        structured, text = present.search_result(page, ranks, len(outcome.hits))
         several = outcome.memories > 1
         structured["relations"] = [present.in_context(r.to_dict(), label, several) for label, r in page_relations]
         structured["total"] = {

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from memory_server.answers import Shape, asked_shape, has_shape
-from memory_server.documents import Snapshot
+from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.entity_cache import EntityCache
-from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.graph import KnowledgeGraph, Relation
 from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entities and Target are imported from here too)
     NAME_MATCH_RANK,
     Hit,
@@ -52,8 +52,9 @@ from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entitie
 )
 from memory_server.index import DocumentIndex
 from memory_server.joined import JoinedText
+from memory_server.keyword import KeywordIndex
 from memory_server.lazy import lazy_module
-from memory_server.lexical import STOPWORDS, is_first_person, related_terms, words
+from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
 from memory_server.rerank import RERANK_POOL, model_name, reordered
 from memory_server.store import GraphStore
 from memory_server.user import User, role_documents, user_of
@@ -74,7 +75,7 @@ IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
 SEMANTIC_WEIGHT = 0.75  # share of the cosine in a hybrid score, the rest BM25 (tuned on LoCoMo dev, bench/locomo.py)
 USER_PRIOR = 0.1  # share added to the scores of the user's own observations for a first-person question
-SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _stands_out)
+SEMANTIC_ALONE = 0.6  # cosine a document needs to count without sharing a word with the query (see _standing_out)
 SEMANTIC_ALONE_SD = 1.5  # and at least this many standard deviations above the query's mean cosine
 SEMANTIC_MARGIN = 1.0  # taken from sqrt(2 ln n), the z-score the best of n unrelated documents reaches
 STANDS_OUT_FROM = 30  # documents a memory needs for that test; below, a cosine of SMALL_MEMORY_COSINE suffices
@@ -87,6 +88,7 @@ ROLE_SHARE = 0.5  # standing, as a share of the best one, given to the documents
 IDENTITY_SHARE = 0.5  # and this share more to those of its documents that say what it is to the user
 ANSWER_SHARE = 0.3  # standing, as a share of the best one, given to the documents of the entity a first-person
 # question is about that have the shape of answer it asks for ("when": a date; see memory_server.answers)
+RECENT_SEARCHES = 16  # outcomes kept for a cursor's next page
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
 
 
@@ -106,6 +108,7 @@ class GraphIndex(DocumentIndex):
     def changed(self, graph: KnowledgeGraph, kept: np.ndarray | None) -> None:
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: JoinedText | None = None
+        self._types: dict[tuple[str, ...], set[str]] | None = None
         # The user is read only when a first-person question needs it (memory_server.user), from what the entity
         # cache keeps. The graph is the store's, read while the store is held for reading (the index is up to date).
         self.graph = graph
@@ -190,58 +193,60 @@ class GraphIndex(DocumentIndex):
             return exact.copy(), exact, usual, spread
         alternatives = related_terms(query, embedder.related_words, self.lexical.vocabulary)
         lexical, exact = self.lexical.matches(query, alternatives)
-        scores = self.cosines(embedder, query)
-        np.clip(scores, 0.0, 1.0, out=scores)
+        cosines = self.cosines(embedder, query)
+        scores = _Scores(cosines, lexical, mode)
+        matched = np.flatnonzero(lexical)
+        cosines.will_need(matched)  # many: every cosine now, and no scan
         supported = exact > 0
-        if len(scores) and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
-            mean, deviation = float(scores.mean()), float(scores.std())
-            supported |= _stands_out(scores, mean, deviation)
+        total, squares = cosines.sums()
+        n = cosines.size
+        if n and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+            mean = total / n
+            deviation = math.sqrt(max(squares / n - mean * mean, 0.0))
+            supported[cosines.reaching(_standing_out(n, mean, deviation))] = True
             if lexical is not exact:  # a related word alone is weak evidence: it counts when the cosine agrees
-                supported |= (lexical > 0) & (scores >= mean + RELATED_SD * deviation)
-        if mode == "hybrid":  # in place: at a million documents every temporary array costs milliseconds
-            scores *= SEMANTIC_WEIGHT
-            scores += (1 - SEMANTIC_WEIGHT) * lexical
-        usual, spread = (float(scores.mean()), float(scores.std())) if len(scores) else (0.0, 0.0)
+                supported[matched[cosines.at(matched) >= mean + RELATED_SD * deviation]] = True
+        usual, spread = scores.usual(total, squares, matched)
         kept = np.flatnonzero(supported)
+        scores.fill(kept)
         if spread > 0:
-            kept = self._pool(query, embedder, scores, supported, kept, usual, spread)
-        relevance = np.zeros_like(scores)
-        relevance[kept] = scores[kept]
+            kept = self._pool(query, embedder, scores, kept, usual, spread)
+        relevance = np.zeros(n, dtype=np.float32)
+        relevance[kept] = scores.values[kept]
         return relevance, exact, usual, spread
 
     def _pool(
-        self,
-        query: str,
-        embedder: Embedder,
-        scores: np.ndarray,
-        supported: np.ndarray,
-        kept: np.ndarray,
-        usual: float,
-        spread: float,
+        self, query: str, embedder: Embedder, scores: _Scores, kept: np.ndarray, usual: float, spread: float
     ) -> np.ndarray:
-        """Add to the score of each supported document (`kept`, the numbers where `supported` is true) what its
-        entity says: ENTITY_POOL times the standing of the entity's best document (a standing: how many `spread`s a
-        score stands above the query's `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do"
-        better because "Renate: Hannah's mother" does. For a first-person question, the documents of the entity
-        asked about through its role for the user gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for
-        those that say what it is to the user), and count as supported. Supported scores under the usual one are
-        raised to it. `scores` changes in place; the documents supported now are returned."""
-        scores[kept] = np.maximum(scores[kept], usual)
-        evidenced = kept[scores[kept] > usual]
-        best = np.zeros(len(self.entities), dtype=scores.dtype)
-        np.maximum.at(best, self.owner[evidenced], (scores[evidenced] - usual) / spread)
-        scores[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
+        """Add to the score of each supported document (`kept`) what its entity says: ENTITY_POOL times the
+        standing of the entity's best document (a standing: how many `spread`s a score stands above the query's
+        `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do" better because "Renate:
+        Hannah's mother" does. For a first-person question, the documents of the entity asked about through its
+        role for the user gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it
+        is to the user), and count as supported. Supported scores under the usual one are raised to it. `scores`
+        change in place; the documents supported now are returned."""
+        values = scores.values
+        values[kept] = np.maximum(values[kept], usual)
+        evidenced = kept[values[kept] > usual]
+        best = np.zeros(len(self.entities), dtype=values.dtype)
+        np.maximum.at(best, self.owner[evidenced], (values[evidenced] - usual) / spread)
+        values[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
         user = self.user if is_first_person(query) else None
-        top = spread * max((float(scores.max()) - usual) / spread, 1.0)
+        leading = float(values[kept].max()) if len(kept) else usual  # the best match's score
+        top = spread * max((leading - usual) / spread, 1.0)
         focus = kept[:0]
         if user is not None:
             reached, identity = role_documents(self, user, query, embedder)
-            scores[reached] = np.maximum(scores[reached], usual)
-            newly = reached[~supported[reached] | (scores[reached] <= usual)]
-            scores[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
-            scores[reached] += ROLE_SHARE * top
-            scores[identity] += IDENTITY_SHARE * top
-            kept = np.union1d(kept, reached)
+            supported = np.zeros(len(values), dtype=bool)
+            supported[kept] = True
+            scores.fill(reached)
+            values[reached] = np.maximum(values[reached], usual)
+            newly = reached[~supported[reached] | (values[reached] <= usual)]
+            values[newly] += spread * ENTITY_POOL * best[self.owner[newly]]
+            values[reached] += ROLE_SHARE * top
+            values[identity] += IDENTITY_SHARE * top
+            supported[reached] = True
+            kept = np.flatnonzero(supported)
             focus = reached if len(reached) else user.own
         shape = asked_shape(query) if len(focus) else None
         if shape is not None:
@@ -249,7 +254,7 @@ class GraphIndex(DocumentIndex):
         return kept
 
     def _shaped(
-        self, shape: Shape, scores: np.ndarray, kept: np.ndarray, focus: np.ndarray, usual: float, gain: float
+        self, shape: Shape, scores: _Scores, kept: np.ndarray, focus: np.ndarray, usual: float, gain: float
     ) -> np.ndarray:
         """Raise by `gain` the documents of the `focus` (those of the entity a first-person question is about: the
         user's, or the ones it names by role) that hold an answer of the shape the question asks for (memory_server.
@@ -260,8 +265,12 @@ class GraphIndex(DocumentIndex):
             [d for d in focus if self.observations[d] is not None and has_shape(self.observations[d], shape)],
             dtype=np.int64,
         )
-        scores[fitting] = np.maximum(scores[fitting], usual) + gain
-        return np.union1d(kept, fitting)
+        scores.fill(fitting)
+        scores.values[fitting] = np.maximum(scores.values[fitting], usual) + gain
+        joined = np.zeros(len(scores.values), dtype=bool)  # a mask: np.union1d hashes, 10x as slow on many
+        joined[kept] = True
+        joined[fitting] = True
+        return np.flatnonzero(joined)
 
     @property
     def user(self) -> User | None:
@@ -272,78 +281,75 @@ class GraphIndex(DocumentIndex):
             return self._user
 
     def _name_matches(self, query: str) -> tuple[np.ndarray, np.ndarray]:
-        """The name documents of the entities whose name contains the whole query, ignoring case, and of those
-        whose name is the query."""
+        """The name documents of the entities whose name contains the whole query, ignoring case, or whose type is
+        the query (`_typed`), and of those whose name is the query."""
         needle = query.strip().lower()
         if not needle:
             return self.name_doc[:0], self.name_doc[:0]
         holders = self.names.holders(needle)
         exact = [n for n in holders if self.entities[n].name.strip().lower() == needle]
-        return self.name_doc[holders], self.name_doc[exact]
+        return self.name_doc[np.union1d(holders, self._typed(query)).astype(np.int64)], self.name_doc[exact]
+
+    def _typed(self, query: str) -> list[int]:
+        """The entities whose type is the query, word for word, stemmed ("people" is no type; "projects" finds
+        the type "project"): a person asking for a kind of thing names its type, as the keyword search finds it."""
+        types = self.documents.snapshot.types
+        if self._types is None:  # a few distinct types, however many entities
+            self._types = {}
+            for kind in set(types):
+                self._types.setdefault(stems(kind), set()).add(kind)
+        wanted = self._types.get(stems(query) or ("",))  # a query of no words is no type
+        return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
 
 
-def _stands_out(cosines: np.ndarray, mean: float, deviation: float) -> np.ndarray:
-    """Which documents the cosine alone makes relevant. A static model gives unrelated text high cosines (0.6 to
-    0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the other
-    documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less a
-    margin (1.5 at least)."""
-    if len(cosines) < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
-        return cosines >= SMALL_MEMORY_COSINE
-    bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(len(cosines))) - SEMANTIC_MARGIN)
-    return cosines >= max(SEMANTIC_ALONE, mean + bar * deviation)
+def _standing_out(documents: int, mean: float, deviation: float) -> float:
+    """The cosine that makes a document relevant on its own. A static model gives unrelated text high cosines (0.6
+    to 0.85, highest for some "hub" documents), so the cosine must stand out from this query's cosines with the
+    other documents, by more than the best of as many unrelated ones would: sqrt(2 ln n) standard deviations, less
+    a margin (1.5 at least)."""
+    if documents < STANDS_OUT_FROM:  # too few documents for a spread: the cosine alone decides
+        return SMALL_MEMORY_COSINE
+    bar = max(SEMANTIC_ALONE_SD, math.sqrt(2 * math.log(documents)) - SEMANTIC_MARGIN)
+    return max(SEMANTIC_ALONE, mean + bar * deviation)
 
 
-class KeywordIndex:
-    """The official server's search, fast: each entity's name, type and observations lower-cased into one string
-    that `str.find` scans, instead of lower-casing every text of the graph on every query."""
+class _Scores:
+    """A query's scores for the documents, computed where the ranking reads them: the cosine (`semantic`), or
+    the cosine blended with the BM25 share (`hybrid`)."""
 
-    def __init__(self, graph: KnowledgeGraph) -> None:
-        self.entities = graph.entity_list()
-        self._snapshot = Snapshot(self.entities)
-        self.joined = JoinedText(_keyword_text(e) for e in self.entities)
-        self.updates = 0
+    def __init__(self, cosines: QueryCosines, lexical: np.ndarray, mode: Mode) -> None:
+        self.cosines, self.lexical, self.mode = cosines, lexical, mode
+        self.values = np.zeros(cosines.size, dtype=np.float32)
+        self._filled = np.zeros(cosines.size, dtype=bool)
 
-    def update(self, graph: KnowledgeGraph, changed: Collection[str] | None = None) -> None:
-        """Bring the index to `graph`, a later state of its graph: only the entities that changed (those named in
-        `changed`, when the store can tell) are read again."""
-        entities = graph.entity_list()
-        snapshot = Snapshot(entities)
-        kept = self._snapshot.match(snapshot, changed)[1]
-        self.joined = self.joined.replaced(kept, lambda number: _keyword_text(entities[number]))
-        self.entities, self._snapshot = entities, snapshot
-        self.updates += 1
+    def fill(self, documents: np.ndarray) -> None:
+        """Compute the scores of `documents` not computed yet (the others may have changed since: kept as they are)."""
+        documents = documents[~self._filled[documents]]
+        values = self.cosines.at(documents)
+        if self.mode == "hybrid":
+            values = SEMANTIC_WEIGHT * values + (1 - SEMANTIC_WEIGHT) * self.lexical[documents]
+        self.values[documents] = values
+        self._filled[documents] = True
 
-    @property
-    def nbytes(self) -> int:
-        return len(self.joined.text) + 100 * len(self.entities)
-
-    def hits(self, query: str, limit: int | None) -> list[Hit]:
-        """Entities in file order whose name, type or an observation contains the query, ignoring case; each
-        hit names the first observation that matched (None when the name or type did)."""
-        needle = query.lower()
-        if not needle or JoinedText.GAP in needle:  # could match across two texts: test each entity instead
-            found = [e for e in self.entities if _contains(e, needle)][:limit]
-        else:
-            found = [self.entities[n] for n in self.joined.holders(needle, limit)]
-        return [Hit(e, _first_match(e, needle), 1.0) for e in found]
+    def usual(self, total: float, squares: float, matched: np.ndarray) -> tuple[float, float]:
+        """The mean and standard deviation of the scores of all the documents, from the sum of the cosines and of
+        their squares, and the documents with a BM25 share (`matched`)."""
+        n = self.cosines.size
+        if not n:
+            return 0.0, 0.0
+        if self.mode == "hybrid":
+            weight, shares = SEMANTIC_WEIGHT, self.lexical[matched].astype(np.float64)
+            cross = float(self.cosines.at(matched).astype(np.float64) @ shares)
+            total = weight * total + (1 - weight) * float(shares.sum())
+            squares = weight**2 * squares + 2 * weight * (1 - weight) * cross + (1 - weight) ** 2 * (shares @ shares)
+        mean = total / n
+        return mean, math.sqrt(max(squares / n - mean * mean, 0.0))
 
 
-def _keyword_text(entity: Entity) -> str:
-    return JoinedText.GAP.join([entity.name, entity.entity_type, *entity.observations])
-
-
-def _contains(entity: Entity, needle: str) -> bool:
-    return (
-        needle in entity.name.lower()
-        or needle in entity.entity_type.lower()
-        or any(needle in o.lower() for o in entity.observations)
-    )
-
-
-def _first_match(entity: Entity, needle: str) -> str | None:
-    if needle in entity.name.lower() or needle in entity.entity_type.lower():
-        return None
-    return next((o for o in entity.observations if needle in o.lower()), None)
+def _memory_state(target: Target) -> tuple:
+    """What a search's outcome depends on in a target: its label, preference, file and the state of its graph."""
+    with target.store.reading():  # brings the graph to the file's state
+        return target.label, target.boost, target.store.path, target.store.version
 
 
 def _top(scores: np.ndarray, limit: int | None) -> np.ndarray:
@@ -381,10 +387,33 @@ class Searcher:
         self.budget = budget
         self._indexes: OrderedDict[tuple[Path, type], _Kept] = OrderedDict()  # least recently used first
         self._mutex = threading.Lock()
+        self._recent: OrderedDict[tuple, Outcome] = OrderedDict()  # the last searches, for their next pages
         self.built = 0  # indexes made from scratch
         self.released = 0
 
     def search(
+        self,
+        targets: Sequence[Target],
+        query: str,
+        mode: Mode,
+        limit: int | None,
+        min_score: float | None,
+        again: bool = False,
+    ) -> Outcome:
+        """The matches for `query` in `targets`. `again`: the same search is asked for once more (for its next page):
+        while no memory changed, the outcome given before, though the re-ranker may have read more since (a page
+        must follow the ranking of the page before it)."""
+        asked = (query, mode, limit, min_score, *(_memory_state(t) for t in targets))
+        if again and asked in self._recent:
+            return self._recent[asked]
+        outcome = self._search(targets, query, mode, limit, min_score)
+        with self._mutex:
+            self._recent[asked] = outcome
+            while len(self._recent) > RECENT_SEARCHES:
+                self._recent.popitem(last=False)
+        return outcome
+
+    def _search(
         self, targets: Sequence[Target], query: str, mode: Mode, limit: int | None, min_score: float | None
     ) -> Outcome:
         embedder, note = self.embeddings.get() if mode != "keyword" else (None, None)

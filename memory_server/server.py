@@ -209,7 +209,8 @@ class MemoryTools:
             limit = DEFAULT_LIMIT
 
         def work(resolved: ResolvedContext, store: GraphStore) -> tuple[dict[str, Any], str]:
-            outcome = self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore)
+            again = cursor is not None
+            outcome = self.searcher.search([Target(resolved.name, store)], query, mode, limit, minScore, again)
             asked = results.SearchCall(query, mode, limit, minScore, context, (resolved.name,))
             return results.search(outcome, self.budget, cursor, asked)
 

@@ -25,6 +25,18 @@ _SAMPLE = {"{projectDir}": "/project", "<projectDir>": "/project", "{projectName
            "{projectId}": "project-0", "{repoRoot}": "/project"}  # fmt: skip
 
 
+# $NAME, ${NAME}, %NAME%, {NAME} (also in doubled braces) and <NAME>: the ways people write a variable.
+_LOOKS_LIKE_VARIABLE = re.compile(r"\$\{(\w+)\}|\$(\w+)|%(\w+)%|\{+(\w+)\}+|<(\w+)>")
+_MEANT = {
+    **dict.fromkeys(["projectdir", "project", "projectroot", "projectfolder", "projectpath", "workspacefolder",
+                     "workspace", "workspaceroot", "workspacedir", "root", "cwd", "pwd", "dir"], "{projectDir}"),
+    **dict.fromkeys(["projectname", "name", "workspacefoldername"], "{projectName}"),
+    **dict.fromkeys(["projectid", "id"], "{projectId}"),
+    **dict.fromkeys(["reporoot", "repo", "repository", "gitroot", "reporootdir"], "{repoRoot}"),
+    **dict.fromkeys(["home", "userprofile"], "~"),
+}  # fmt: skip
+
+
 class PathTemplateError(MemoryServerError, ValueError):
     """A path template that is malformed or leads where a project's memory may not be."""
 
@@ -37,6 +49,24 @@ class FilledPath:
 
 def is_template(path: str) -> bool:
     return _VARIABLE.search(path) is not None
+
+
+def not_a_variable(path: str) -> str | None:
+    """What a path holds that is written as a variable but is none of ours (`${projectDir}`, `{project}`, `$HOME`,
+    `%USERPROFILE%`, `<projectName>`), with the variable it may mean, or None. Such a path is no template: it named
+    a folder called `$` or `{project}` in the contexts folder, and the memory was never where the user meant it."""
+    for match in _LOOKS_LIKE_VARIABLE.finditer(path):
+        if match.group() not in TEMPLATE_VARIABLES:
+            word = next(group for group in match.groups() if group)
+            meant = _MEANT.get(word.casefold().replace("_", ""))
+            return f"{match.group()!r} is no variable" + ("" if meant is None else f" (did you mean {meant!r}?)")
+    return None
+
+
+VARIABLES_HELP = (
+    "A path may hold {projectDir}, {projectName}, {projectId} and {repoRoot}, written without '$', and ~ for your "
+    "home folder; environment variables are not filled in."
+)
 
 
 def fill(template: str, project: Project, memory_folders: Sequence[Path], relative_to: Path) -> FilledPath:

@@ -133,3 +133,23 @@ def test_the_git_commands_are_the_ones_merge_installs():
         Path("ours"),
         Path("theirs"),
     )
+
+
+def test_variables_in_paths_from_a_client_configuration_are_filled_in(monkeypatch, tmp_path, capsys):
+    """Claude Desktop and Cursor pass `env` values as written: `$HOME/memory.jsonl` made a folder named `$HOME` in
+    the client's current folder and the user's memory looked gone. A variable that is not set is an error."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WORK", str(tmp_path / "work"))
+    monkeypatch.setenv("MEMORY_FILE_PATH", "$HOME/memory.jsonl")
+    monkeypatch.setenv("MEMORY_CONTEXTS_DIR", "${HOME}/cfg")
+    monkeypatch.setenv("MEMORY_PROJECT_DIR", "$WORK/shop")
+    options = cli.parse_options([])
+    assert options.memory_path == tmp_path / "memory.jsonl"
+    assert options.contexts_directory == tmp_path / "cfg"
+    assert options.project_dir == tmp_path / "work" / "shop"
+    monkeypatch.delenv("WORK")
+    with pytest.raises(SystemExit) as exit_:
+        cli.parse_options([])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err
+    assert "'$WORK/shop' uses the environment variable WORK, which is not set" in error and "--project-dir" in error

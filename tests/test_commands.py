@@ -620,20 +620,16 @@ def test_check_passes_a_good_file_and_reads_the_context_without_one(memory, tmp_
     assert missing.returncode == 3 and "nope.jsonl" in missing.stderr
 
 
-def test_a_byte_order_mark_is_named_with_how_to_fix_it_and_the_line_is_kept(memory, tmp_path):
-    """A memory saved by Notepad as "UTF-8 with BOM": every command that meets line 1 says what the mark is and how
-    to remove it (not the line, which holds a record); none of them changes the file."""
-    noted = tmp_path / "notepad.jsonl"
-    noted.write_bytes(b"\xef\xbb\xbf" + b"".join(json.dumps(r).encode() + b"\r\n" for r in SEED))
-    before = noted.read_bytes()
-    checked = cli("check", noted)
-    assert checked.returncode == 1 and "  line 1: starts with a byte-order mark" in checked.stdout
-    assert 'save the file again as "UTF-8"' in checked.stdout
-    shown = cli("show", "Bob", "--memory-path", noted)
-    assert shown.returncode == 0 and 'save the file again as "UTF-8"' in shown.stderr
-    imported = cli("import", noted, "--memory-path", memory)
-    assert imported.returncode == 1 and 'save the file again as "UTF-8"' in imported.stderr
-    assert noted.read_bytes() == before
+def test_check_and_import_say_how_to_finish_a_git_merge_left_in_a_file(memory, tmp_path):
+    """The server's warning names the way out of a conflicted memory file; `check` and `import` say the same."""
+    merged = tmp_path / ".ai-memory.jsonl"
+    ann = json.dumps(SEED[0])
+    merged.write_text(f"<<<<<<< HEAD\n{ann}\n=======\n{json.dumps(SEED[2])}\n>>>>>>> feature\n")
+    checked = cli("check", merged)
+    assert checked.returncode == 1 and "  line 1: a git conflict marker" in checked.stdout
+    assert "unfinished git merge" in checked.stdout and "install-merge-driver" in checked.stdout
+    imported = cli("import", merged, "--memory-path", memory)
+    assert imported.returncode == 1 and "unfinished git merge" in imported.stderr
 
 
 def test_check_recognises_files_that_import_reads(tmp_path):

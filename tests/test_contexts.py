@@ -154,6 +154,38 @@ def test_add_context_refuses_unsafe_paths(tmp_path, path, problem):
         new_context(contexts, "x", path)
 
 
+@pytest.mark.parametrize(
+    ("path", "meant"),
+    [
+        ("${projectDir}/.ai-memory.jsonl", "'{projectDir}'"),  # the shell's and VS Code's way: it named a folder '$'
+        ("{{projectDir}}/.ai-memory.jsonl", "'{projectDir}'"),
+        ("{projectdir}/.ai-memory.jsonl", "'{projectDir}'"),
+        ("{project}/.ai-memory.jsonl", "'{projectDir}'"),
+        ("~/.ai-memory/<projectName>.jsonl", "'{projectName}'"),
+        ("~/.ai-memory/{repo_root}.jsonl", "'{repoRoot}'"),
+        ("%USERPROFILE%/.ai-memory/work.jsonl", "'~'"),
+        ("~/.ai-memory/{client}.jsonl", None),
+    ],
+)
+def test_add_context_refuses_what_looks_like_a_variable_but_is_none(tmp_path, path, meant):
+    """Such a path was taken as a plain path: `${projectDir}/m.jsonl` became <contexts folder>/$/<project>/m.jsonl,
+    the memory never in the project, a folder named '$' in the config folder."""
+    contexts = Contexts(registry_in(tmp_path / "cfg"))
+    with pytest.raises(ContextConfigError) as refused:
+        new_context(contexts, "x", path)
+    assert "is no variable" in str(refused.value) and "{projectDir}, {projectName}" in str(refused.value)
+    assert (f"did you mean {meant}?" in str(refused.value)) == (meant is not None)
+    assert [c.name for c in contexts.registry.contexts()] == ["default"]
+    assert not [p for p in (tmp_path / "cfg").iterdir() if p.is_dir()]
+
+
+def test_a_hand_written_path_with_a_wrong_variable_is_kept_with_a_warning(tmp_path):
+    registry = registry_in(tmp_path / "cfg", {"contexts": [{"name": "p", "path": "${projectDir}/.ai-memory.jsonl"}]})
+    assert [c.name for c in registry.contexts()] == ["default", "p"]  # its file may hold memories already
+    [problem] = registry.problems()
+    assert "context #1" in problem and "'${projectDir}' is no variable (did you mean '{projectDir}'?)" in problem
+
+
 def test_add_context_refuses_a_file_that_is_not_a_memory_file(tmp_path):
     contexts = Contexts(registry_in(tmp_path / "cfg"))
     other = tmp_path / "data.jsonl"

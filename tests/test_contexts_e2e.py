@@ -646,6 +646,10 @@ async def test_add_context_refuses_unsafe_names_and_paths(world):
         ({"name": "x", "path": str(world.root / "link-to-key.jsonl")}, "does not look like a memory file"),
         ({"name": "x", "path": "{projectDir}/data.jsonl"}, "does not look like a memory file"),
         ({"name": "x", "path": str(world.root / ("x" * 100_000 + ".jsonl"))}, "is too long"),
+        ({"name": "x", "path": "${projectDir}/.ai-memory.jsonl"}, "did you mean '{projectDir}'"),
+        ({"name": "x", "path": "${workspaceFolder}/.ai-memory.jsonl"}, "did you mean '{projectDir}'"),
+        ({"name": "x", "path": "{project}/.ai-memory.jsonl"}, "did you mean '{projectDir}'"),
+        ({"name": "x", "path": "$HOME/.ai-memory/work.jsonl"}, "did you mean '~'"),
     ]
     world.write_registry(ctx("default", world.default_file))
     before = world.registry.read_bytes()

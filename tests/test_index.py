@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memory_server import cosines as cosines_module
 from memory_server import index as index_module
 from memory_server.contexts import ContextConfig, ContextRegistry, Contexts
 from memory_server.embeddings import EmbedderSlot
@@ -48,7 +49,9 @@ def assert_same_as_scratch(index: GraphIndex, graph: KnowledgeGraph, embedder) -
     for query in QUERIES:
         assert index.lexical.scores(query).tobytes() == fresh.lexical.scores(query).tobytes(), query
         if embedder is not None:
-            assert index.cosines(embedder, query).tobytes() == fresh.cosines(embedder, query).tobytes(), query
+            assert every_cosine(index, embedder, query).tobytes() == every_cosine(fresh, embedder, query).tobytes(), (
+                query
+            )
         for mode in ("hybrid", "semantic"):
             assert ranked(index, embedder, query, mode) == ranked(fresh, embedder, query, mode), (query, mode)
 
@@ -99,9 +102,12 @@ def apply(graph: KnowledgeGraph, change) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(changes, min_size=1, max_size=5), compact=st.booleans())
-def test_an_index_updated_change_by_change_ranks_as_one_built_from_scratch(embedder, monkeypatch, steps, compact):
+@given(steps=st.lists(changes, min_size=1, max_size=5), compact=st.booleans(), scanned=st.booleans())
+def test_an_index_updated_change_by_change_ranks_as_one_built_from_scratch(
+    embedder, monkeypatch, steps, compact, scanned
+):
     monkeypatch.setattr(index_module, "COMPACT_AFTER", 0 if compact else 10**9)
+    monkeypatch.setattr(cosines_module, "SCAN_FROM", 0 if scanned else 10**9)  # as a large memory is ranked
     graph = people()
     index = GraphIndex(graph)
     index.embed(embedder)
@@ -206,7 +212,10 @@ def test_a_one_line_change_updates_the_index_without_a_rebuild(tmp_path, slot, e
     after = searcher.search([Target("m", store)], "saxophone", "hybrid", 5, None)
     assert searcher.built == 1 and searcher.holds(store) is index and index.updates == 1
     assert embedder.encoded - before == 1  # the new observation, nothing else
-    assert (after.hits[0].hit.entity.name, after.hits[0].hit.observation) == ("note 7", "plays the saxophone on Sundays")
+    assert (after.hits[0].hit.entity.name, after.hits[0].hit.observation) == (
+        "note 7",
+        "plays the saxophone on Sundays",
+    )
     keyword = searcher.search([Target("m", store)], "sundays", "keyword", 5, None)
     GraphStore(store.path).mutate(lambda g: g.delete_entities(["note 7"]))
     assert searcher.search([Target("m", store)], "sundays", "keyword", 5, None).hits == []
@@ -237,7 +246,7 @@ def test_a_restarted_server_reads_its_vectors_bit_for_bit_from_the_cache(tmp_pat
     with store.reading():
         cached = restarted._indexes[(store.path, GraphIndex)].index
     for query in QUERIES:
-        assert cached.cosines(embedder, query).tobytes() == from_model.cosines(embedder, query).tobytes()
+        assert every_cosine(cached, embedder, query).tobytes() == every_cosine(from_model, embedder, query).tobytes()
     assert outcome.hits
 
 
@@ -297,7 +306,6 @@ def test_an_index_emptied_and_filled_again_ranks_as_a_new_one(embedder):
     assert_same_as_scratch(index, graph, embedder)
 
 
-
 def test_a_memory_released_while_idle_is_searched_again_from_its_file_and_its_cache(tmp_path, embedder, monkeypatch):
     # What a server does with memories not used lately (resources.LiveUpdates.trim): their parsed graphs and search
     # indexes go. The next search reads the file again (with another process's change made meanwhile), takes the
@@ -328,3 +336,24 @@ def test_a_memory_released_while_idle_is_searched_again_from_its_file_and_its_ca
         (h.entity.name, h.observation, h.score) for h in expected
     ]
     assert ("client 3", "plays the violin on Fridays") in [(h.hit.entity.name, h.hit.observation) for h in again.hits]
+
+
+def every_cosine(index, embedder, query: str) -> np.ndarray:
+    return index.cosines(embedder, query).at(np.arange(index.documents.size))
+
+
+def test_a_large_memory_ranks_from_its_moments_and_a_scan_as_from_every_cosine(embedder, monkeypatch):
+    """A large index computes only the cosines the ranking reads (memory_server.cosines): the same matches, the
+    same order, scores within float rounding of the mean and spread."""
+    graph = people(400)
+    graph.create_entities([Entity("default_user", "person", ["Name: Ann Lee", "lives in Leeds", "drinks tea"])])
+    graph.create_relations([Relation("default_user", "entity 1", "sister"), Relation("default_user", "Ann", "boss")])
+    index = GraphIndex(graph)
+    for query in [*QUERIES, "what does my sister do", "who is my boss", "a violin for the truck"]:
+        for mode in ("hybrid", "semantic"):
+            monkeypatch.setattr(cosines_module, "SCAN_FROM", 10**9)
+            every = index.candidates(query, mode, embedder, 20)
+            monkeypatch.setattr(cosines_module, "SCAN_FROM", 0)
+            scanned = index.candidates(query, mode, embedder, 20)
+            assert [(h.entity.name, h.observation) for h in scanned] == [(h.entity.name, h.observation) for h in every]
+            assert [h.score for h in scanned] == pytest.approx([h.score for h in every], abs=1e-5), (query, mode)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from sample_graphs import big_graph_text, pasted, within
@@ -10,8 +11,9 @@ from sample_graphs import big_graph_text, pasted, within
 from memory_server import present, results
 from memory_server.budget import Budget, text_tokens
 from memory_server.embeddings import EmbedderSlot
-from memory_server.graph import Entity, KnowledgeGraph
-from memory_server.paging import CursorError
+from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.hits import Hit, LabelledHit, Outcome
+from memory_server.paging import CursorError, Listing
 from memory_server.results import GraphQuery, SearchCall
 from memory_server.search import Searcher, Target
 from memory_server.store import GraphStore
@@ -233,6 +235,27 @@ def test_a_keyword_search_beyond_the_budget_is_cut_and_pages(keyword_store):
         results.search(outcome, budget, results.search(outcome, budget, None, asked)[0]["nextCursor"], other)
 
 
+def test_the_pages_of_a_ranked_search_count_and_number_the_matches_of_the_whole_search(keyword_store):
+    """A second page said "174 matches" and numbered them from 1 again: an agent read the 177th match as the best."""
+    searcher = Searcher(EmbedderSlot("none"))
+    outcome = searcher.search([Target("default", keyword_store)], "coffee", "hybrid", 300, None)
+    asked = SearchCall("coffee", "hybrid", 300, None, None, ("default",))
+    budget, cursor, numbers = Budget(8000), None, []
+    while True:
+        structured, text = results.search(outcome, budget, cursor, asked)
+        lines = text.splitlines()
+        shown = [int(number) for number in re.findall(r"^(\d+)\. ", text, re.MULTILINE)]
+        assert lines[1].startswith(f"{len(shown)} of the {len(outcome.hits)} matches (hybrid search")
+        assert shown == sorted(shown) and (shown[0] == 1) == (cursor is None)
+        numbers += shown
+        cursor = structured.get("nextCursor")
+        if cursor is None:
+            break
+    assert sorted(numbers) == list(range(1, len(outcome.hits) + 1)) and len(outcome.hits) == 300
+    whole = results.search(outcome, Budget(0), None, asked)[1]
+    assert whole.startswith("300 matches (hybrid search")
+
+
 def test_the_graph_resource_is_an_overview_and_a_page_when_large(graph_2000):
     small = KnowledgeGraph.parse(big_graph_text(10))
     assert json.loads(results.graph_document(small, Budget(), "default", True)) == official(small)
@@ -345,3 +368,12 @@ def test_the_text_of_every_page_carries_its_cursor(keyword_store, graph_2000):
     pages.append(results.read_graph(graph_2000, Budget(5000), GraphQuery(detail="summary"), "default"))
     for structured, text in pages:
         assert f'cursor="{structured["nextCursor"]}"' in text.splitlines()[-1]
+
+
+def test_counts_read_as_a_person_writes_them():
+    ada = Entity("Ada", "person", ["drinks tea"])
+    one = Outcome([LabelledHit(Hit(ada, "drinks tea", 0.8), "default", ())], "hybrid", None, False, None)
+    assert present.matches_text(one).startswith("1 match (hybrid search")
+    relations_only = Listing([], [("default", Relation("Ada", "Bob", "knows"))])
+    line = present.range_line(relations_only, 0, len(relations_only))
+    assert line.startswith("Entities none; relations 1–1 of 1") and "of 0" not in line

@@ -1,11 +1,9 @@
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from memory_server.embeddings import EmbedderSlot
-from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.graph import Entity, Relation
 from memory_server.lexical import LexicalIndex, related_terms, tokenize
-from memory_server.search import KeywordIndex, Searcher, Target
+from memory_server.search import Searcher, Target
 from memory_server.store import GraphStore
 
 PEOPLE = [
@@ -91,7 +89,9 @@ def test_cross_context_hits_are_labelled_and_the_project_wins_a_near_tie(tmp_pat
     assert plain.hits[0].hit.score == pytest.approx(plain.hits[1].hit.score)
     for first, second in ((work, project), (project, work)):  # whatever the order of the memories
         targets = [Target("work", work), Target("project", project, boost=0.05)]
-        preferred = Searcher(bundled).search(targets if first is work else targets[::-1], "app releases", "hybrid", 10, None)
+        preferred = Searcher(bundled).search(
+            targets if first is work else targets[::-1], "app releases", "hybrid", 10, None
+        )
         assert [h.label for h in preferred.hits] == ["project", "work"]
         assert preferred.hits[0].hit.score == pytest.approx(min(1.0, preferred.hits[1].hit.score * 1.05))
 
@@ -118,7 +118,9 @@ def test_a_relevant_hit_from_another_context_beats_an_irrelevant_project_hit(tmp
     outcome = Searcher(bundled).search(targets, "who is my manager", "hybrid", 10, None)
     assert (outcome.hits[0].label, outcome.hits[0].hit.observation) == ("personal", "Priya's manager at Acme")
     assert "project" not in {h.label for h in outcome.hits}  # one cut-off for all: the weak project hits are out
-    own = Searcher(bundled).search([Target("project", project, boost=0.15)], "how do I run the tests", "hybrid", 10, None)
+    own = Searcher(bundled).search(
+        [Target("project", project, boost=0.15)], "how do I run the tests", "hybrid", 10, None
+    )
     assert own.hits[0].hit.observation == "tests run with pytest -x"
 
 
@@ -206,7 +208,11 @@ PRIYA = [
             "Born in 1990 in Pune",
         ],
     ),
-    Entity("Tom Reed", "person", ["Priya's husband", "Teaches history at a secondary school", "Lives in Leeds; grew up in Bristol"]),
+    Entity(
+        "Tom Reed",
+        "person",
+        ["Priya's husband", "Teaches history at a secondary school", "Lives in Leeds; grew up in Bristol"],
+    ),
     Entity("Dana Okoro", "person", ["Priya's manager at Acme", "Lives in York"]),
     Entity("Sam Patel", "person", ["Priya's colleague", "Lives in Manchester", "Allergic to cats"]),
     Entity("Maya Chen", "person", ["Works as a nurse in Sheffield", "Lives in Sheffield with two cats"]),
@@ -291,46 +297,6 @@ def test_stemming_variants_meet(tmp_path):
         ), query
 
 
-def upstream_search(graph: KnowledgeGraph, query: str) -> list[Entity]:
-    """The official server's searchNodes, written out plainly as the reference for keyword mode."""
-    needle = query.lower()
-    return [
-        e
-        for e in graph.entity_list()
-        if needle in e.name.lower()
-        or needle in e.entity_type.lower()
-        or any(needle in o.lower() for o in e.observations)
-    ]
-
-
-def test_keyword_search_is_case_insensitive_substring_with_touching_relations(tmp_path):
-    graph = KnowledgeGraph.parse(
-        '{"type":"entity","name":"Ann","entityType":"person","observations":["likes hiking"]}\n'
-        '{"type":"entity","name":"Shop","entityType":"project","observations":[]}\n'
-        '{"type":"entity","name":"Bo","entityType":"dog","observations":[]}\n'
-        '{"type":"relation","from":"Ann","to":"Shop","relationType":"works on"}\n'
-    )
-    assert [(h.entity.name, h.observation) for h in KeywordIndex(graph).hits("HIKING", None)] == [
-        ("Ann", "likes hiking")
-    ]
-    assert [r.key for r in graph.relations_touching(["Ann"])] == [("Ann", "Shop", "works on")]
-    assert [(h.entity.name, h.observation) for h in KeywordIndex(graph).hits("PROJ", None)] == [("Shop", None)]
-    assert KeywordIndex(graph).hits("cat", None) == []
-
-
-texts = st.text(alphabet=st.sampled_from("aAbBcC xé\x00İ"), max_size=12)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(texts, texts, st.lists(texts, max_size=3)), max_size=6), texts)
-def test_keyword_mode_is_exactly_the_official_search(items, query):
-    graph = KnowledgeGraph()
-    graph.create_entities(Entity(n, t, list(o)) for n, t, o in items)
-    expected = upstream_search(graph, query)
-    assert [h.entity for h in KeywordIndex(graph).hits(query, None)] == expected
-    assert [h.entity for h in KeywordIndex(graph).hits(query, 2)] == expected[:2]
-
-
 def test_an_exact_name_beats_a_longer_name_and_any_boost(tmp_path, bundled):
     first = store_with(tmp_path, "first", [Entity("Annex", "place", ["a storage building"])])
     second = store_with(tmp_path, "second", [Entity("Ann", "person", ["a nurse"])])
@@ -389,3 +355,30 @@ def test_a_smaller_limit_returns_the_first_hits_of_a_larger_one_even_among_ties(
     for limit in (1, 3, 7, 20):
         some = searcher.search([Target("m", store)], "ticket", "hybrid", limit, None)
         assert [h.hit.entity.name for h in some.hits] == names[:limit]
+
+
+def test_a_query_that_is_an_entity_type_finds_the_entities_of_that_type(tmp_path, bundled):
+    store = store_with(tmp_path, "people", PEOPLE + [Entity("Dora", "Person", ["keeps bees"])])
+    searcher = Searcher(bundled)
+
+    def typed(query):
+        outcome = searcher.search([Target("m", store)], query, "hybrid", 10, None)
+        return [h.hit.entity.name for h in outcome.hits if h.hit.observation is None]
+
+    assert typed("person") == typed(" PERSONS ") == ["Ann", "Bob", "Carla", "Dora"]
+    assert typed("places") == ["Annex building"]
+    assert typed("my person") == typed("a person who plays chess") == []
+
+
+def test_the_next_page_of_a_search_follows_the_ranking_of_the_page_before(tmp_path, bundled):
+    """The re-ranker reads a memory whole in the background, so the same search may rank otherwise a minute later:
+    a cursor's next page comes from the outcome its first page came from, while the memory is unchanged."""
+    store = store_with(tmp_path, "people", PEOPLE)
+    searcher = Searcher(bundled)
+    first = searcher.search([Target("m", store)], "chess", "hybrid", 10, None)
+    assert searcher.search([Target("m", store)], "chess", "hybrid", 10, None, again=True) is first
+    assert searcher.search([Target("m", store)], "chess", "hybrid", 10, None) is not first  # a new search: anew
+    assert searcher.search([Target("other", store)], "chess", "hybrid", 10, None, again=True) is not first
+    GraphStore(store.path).mutate(lambda g: g.add_observations([("Bob", ["won a chess cup"])]))
+    changed = searcher.search([Target("m", store)], "chess", "hybrid", 10, None, again=True)
+    assert "won a chess cup" in [h.hit.observation for h in changed.hits]

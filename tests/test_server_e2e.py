@@ -196,17 +196,23 @@ async def test_unparsable_lines_are_reported_and_survive(env, memory):
     assert [json.loads(line)["name"] for line in (lines[0], lines[3])] == ["a", "c"]
 
 
-async def test_a_byte_order_mark_on_line_1_is_explained_and_the_line_survives_writes(env, memory):
-    """Notepad's "UTF-8 with BOM": the result names the mark and how to remove it; writes keep line 1 as it was."""
-    first = b'\xef\xbb\xbf{"type":"entity","name":"Ann","entityType":"person","observations":[]}\r\n'
-    memory.write_bytes(first + b'{"type":"entity","name":"Bo","entityType":"dog","observations":[]}\r\n')
+async def test_a_file_saved_on_windows_is_read_whole_and_kept_byte_for_byte(env, memory):
+    """An official memory.jsonl edited in Notepad or PowerShell 5: a byte-order mark, CRLF line ends. Every record
+    is read; a write to one record leaves every other line, the BOM on line 1 included, byte for byte."""
+    first = b'\xef\xbb\xbf{"type":"entity","name":"Ann","entityType":"person","observations":["likes tea"]}\r\n'
+    rest = (
+        b'{"type":"entity","name":"Bo","entityType":"person","observations":[]}\r\n'
+        b'{"type":"relation","from":"Ann","to":"Bo","relationType":"knows"}\r\n'
+    )
+    memory.write_bytes(first + rest)
     async with connect(env) as s:
-        [warning] = (await ok(s, "read_graph"))["warnings"]
-        assert "line 1: starts with a byte-order mark" in warning and 'save the file again as "UTF-8"' in warning
-        await ok(s, "add_observations", observations=[{"entityName": "Bo", "contents": ["barks"]}])
-        await ok(s, "create_entities", entities=[entity("Cy")])
-    data = memory.read_bytes()
-    assert data.startswith(first) and [json.loads(line)["name"] for line in data.splitlines()[1:]] == ["Bo", "Cy"]
+        graph = await ok(s, "read_graph")
+        assert [e["name"] for e in graph["entities"]] == ["Ann", "Bo"] and "warnings" not in graph
+        assert (await ok(s, "search_nodes", query="tea", mode="keyword"))["entities"][0]["name"] == "Ann"
+        await ok(s, "add_observations", observations=[{"entityName": "Bo", "contents": ["x"]}])
+        assert memory.read_bytes().startswith(first) and memory.read_bytes().endswith(rest[-67:])
+        await ok(s, "add_observations", observations=[{"entityName": "Ann", "contents": ["y"]}])
+    assert json.loads(memory.read_bytes().splitlines()[0])["observations"] == ["likes tea", "y"]
 
 
 async def test_nothing_but_protocol_on_stdout_and_logs_on_stderr(memory):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from memory_server import vectors as vectors_module
+from memory_server.embeddings import load_embedder
 from memory_server.vectors import CHUNK, VectorRows
 
 
@@ -73,9 +74,10 @@ def test_a_rows_dot_product_does_not_depend_on_where_it_is(unit_vectors):
     assert scores[3] == scores[40] == scores[far]
 
 
-def test_the_rows_take_a_quarter_of_float32s_memory():
+def test_the_rows_take_a_third_of_float32s_memory():
+    """int8, and again the first HEAD components, contiguous, for a scan (see VectorRows.scan)."""
     rows = VectorRows(256, 10_000)
-    assert rows.nbytes < 10_000 * 256 * 4 * 0.3
+    assert rows.nbytes < 10_000 * 256 * 4 * 0.34
 
 
 def test_components_too_small_for_float32_round_to_zero_without_a_warning():
@@ -151,3 +153,49 @@ def test_a_large_product_while_the_interpreter_exits_is_still_computed(tmp_path)
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "same True", "")
+
+
+def test_rows_read_one_by_one_are_the_same_bits_as_in_a_whole_product(unit_vectors):
+    """A large index reads whole only the rows a search needs (memory_server.cosines): their products must be
+    those of `dot`, wherever the rows are and however many are read."""
+    rows = VectorRows(256, 100)
+    rows.put(np.arange(len(unit_vectors)), unit_vectors)  # several blocks
+    query = unit_vectors[42]
+    whole = rows.dot(query, len(unit_vectors))
+    rng = np.random.default_rng(8)
+    for size in (1, 5, 17, CHUNK + 3, len(unit_vectors)):
+        picked = rng.choice(len(unit_vectors), size, replace=False)
+        assert rows.dot_rows(query, picked).tobytes() == whole[picked].tobytes(), size
+
+
+def test_a_scan_finds_every_row_that_reaches_the_floor(unit_vectors):
+    """The scan bounds the part of each product it does not read: it may return rows under the floor, never miss
+    one over it."""
+    rows = VectorRows(256, 1000)
+    rows.put(np.arange(len(unit_vectors)), unit_vectors)
+    for query in (unit_vectors[42], unit_vectors[7], -unit_vectors[100]):
+        whole = rows.dot(query, len(unit_vectors))
+        for floor in np.quantile(whole, [0.0, 0.5, 0.99, 0.999]).tolist() + [float(whole.max()), 2.0]:
+            found = rows.scan(query, len(unit_vectors), floor, most=10**9)
+            assert set(np.flatnonzero(whole >= floor)) <= set(found.tolist()), floor
+            assert np.all(np.diff(found) > 0)
+        assert rows.scan(query, len(unit_vectors), float(whole.min()), most=100) is None  # too many: it stops
+
+
+def test_a_scan_of_a_static_models_vectors_reads_few_rows_whole():
+    """A static model's components are ordered by variance: the first ones decide, and the bound on the others is
+    tight enough that the floor of a large memory (4 deviations above the mean at 100,000 documents, see search.py)
+    lets through a few rows."""
+    embedder, _ = load_embedder(None)
+    rng = np.random.default_rng(9)
+    words = "coffee garden school train doctor guitar salary kitchen holiday river invoice sister laptop".split()
+    texts = [" ".join(rng.choice(words, 5)) + f" note {n}" for n in range(3000)]
+    vectors = embedder.encode_batch(texts)
+    rows = VectorRows(embedder.dim, len(texts))
+    rows.put(np.arange(len(texts)), vectors)
+    query = embedder.encode_query("when is my train to the doctor")
+    whole = rows.dot(query, len(texts))
+    floor = float(whole.mean() + 4 * whole.std())
+    found = rows.scan(query, len(texts), floor, most=len(texts))
+    assert set(np.flatnonzero(whole >= floor)) <= set(found.tolist())
+    assert len(found) < len(texts) // 50
