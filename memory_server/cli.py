@@ -69,6 +69,10 @@ def _serve(options: argparse.Namespace) -> None:
         logger.warning(problem)
     if options.default_context and options.default_context.lower() != contexts.active_name.lower():
         logger.warning("No context is named %r; starting in %r.", options.default_context, contexts.active_name)
+    saved = contexts.registry.persisted_active()
+    if options.memory_path and saved and saved.lower() != contexts.active_name.lower():  # why a saved switch is idle
+        logger.info("Starting in %r, the file named by --memory-path/MEMORY_FILE_PATH, not in contexts.json's %r.",
+                    contexts.active_name, saved)
     logger.info(
         "Memory server %s: contexts in %s, active context '%s'",
         __version__,
@@ -194,7 +198,6 @@ def _shared_options(parser: argparse.ArgumentParser, top: bool) -> None:
     add(
         "--memory-path",
         type=_user_path,
-        action=_TypedPath,
         metavar="FILE",
         default=env("MEMORY_FILE_PATH") or None,  # a string default goes through `type`, errors included
         help="the 'default' context's file [MEMORY_FILE_PATH] (default: memory.jsonl in "
@@ -394,15 +397,6 @@ def _cache_home() -> Path:
 
 def _config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-
-
-class _TypedPath(argparse.Action):
-    """Stores --memory-path and notes that it was typed, not taken from MEMORY_FILE_PATH: a command given a file
-    reads that file, whatever context contexts.json makes active (commands.Run.context)."""
-
-    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
-        setattr(namespace, self.dest, values)
-        namespace.memory_path_typed = True
 
 
 def _user_path(value: str) -> Path:

@@ -38,6 +38,7 @@ from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNot
 from memory_server.search import Searcher, Target
 from memory_server.stats import dangling_relations, figures, totals
 from memory_server.store import GraphStore
+from memory_server.unusable import fixes
 from memory_server.vector_cache import caches_of
 from memory_server.view import render_page
 
@@ -68,12 +69,9 @@ class Run:
         self.write(json_line(value) + "\n")
 
     def context(self) -> ResolvedContext:
-        """The context the command works on: --context; else 'default' when --memory-path was typed (the file the
-        person named) and no --default-context; else the active one."""
-        name = self.options.context
-        if name is None and getattr(self.options, "memory_path_typed", False) and not self.options.default_context:
-            name = "default"
-        return self.contexts.resolve(name)
+        """The context the command works on: --context, else the active one (which is 'default' when a memory file
+        was named, see Contexts._initial_active)."""
+        return self.contexts.resolve(self.options.context)
 
     @contextlib.contextmanager
     def reading(self, resolved: ResolvedContext, warn: bool = True) -> Iterator[KnowledgeGraph]:
@@ -262,6 +260,8 @@ def import_command(run: Run) -> int:
             "Fix or delete them and import again: an import leaves nothing out silently.",
             file=run.err,
         )
+        for fix in fixes(p.reason for p in source.problems):
+            print(fix, file=run.err)
         return PROBLEMS
     resolved = run.context()
     resolved.require_writable()
@@ -358,6 +358,8 @@ def check_command(run: Run) -> int:
         run.say(f"  This is {foreign}, not a memory file: `import {path}` reads it.")
     elif skipped:
         run.say("  The server keeps these lines as they are; fix or delete them to bring them into the graph.")
+        for fix in fixes(s.reason for s in skipped):
+            run.say(f"  {fix}")
     return PROBLEMS if skipped else OK
 
 

@@ -1,12 +1,15 @@
 """The contexts tools' results: list_contexts (also after add_context and remove_context), get_active_context,
-set_active_context; and what heads every tool's result: the `context` object and the warnings. No MCP in here:
-each function returns the structured content and the text, or raises the core's error.
+set_active_context; what heads every tool's result: the `context` object and the warnings; and a graph tool's call
+in its context (`in_context`), which server.py and early.py both put on the wire. No MCP in here: each function
+returns the structured content and the text, or raises the core's error.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from memory_server import present
 from memory_server.budget import Budget, json_tokens
@@ -15,6 +18,52 @@ from memory_server.contexts import Contexts, ResolvedContext
 from memory_server.errors import MemoryServerError, ReadOnlyError
 from memory_server.results import Shaped
 from memory_server.store import GraphStore
+
+if TYPE_CHECKING:
+    from memory_server.search import Searcher
+
+logger = logging.getLogger(__name__)
+Work = Callable[[ResolvedContext, GraphStore], Shaped]
+
+
+@dataclass(frozen=True)
+class Called:
+    """A graph tool's call done in its context, ready to be put on the wire."""
+
+    text: str
+    structured: dict[str, Any] | None  # None: the call failed, and `text` says why
+    store: GraphStore | None  # the memory it used, if it got that far
+    changed: bool  # whether that memory's graph changed during the call
+
+
+def in_context(contexts: Contexts, searcher: Searcher, name: str | None, project_dir: str | None, work: Work) -> Called:
+    """Resolve the context (`name`, else the active one), run `work` on its store, head the text with the context
+    and the warnings; a core error is a failed call saying why. Memories not used lately are released after it."""
+    resolved: ResolvedContext | None = None
+    store: GraphStore | None = None
+    try:
+        resolved = contexts.resolve(name, project_dir)
+        store = contexts.store(resolved)
+        version = store.version
+        structured, text = work(resolved, store)
+    except MemoryServerError as problem:
+        message = problem.explained()
+        warnings = [w for w in result_warnings(contexts, store, resolved) if w != message]
+        return Called(present.text(resolved, warnings, message, name or contexts.active_name), None, store, False)
+    finally:
+        release_unused(contexts, searcher)
+    warnings = result_warnings(contexts, store, resolved)
+    structured["context"] = resolved.summary()
+    if warnings:
+        structured["warnings"] = warnings
+    return Called(present.text(resolved, warnings, text), structured, store, store.version != version)
+
+
+def release_unused(contexts: Contexts, searcher: Searcher) -> None:
+    """Release the memories not in use (see Contexts.trim), and their search indexes."""
+    for store in contexts.trim():
+        logger.debug("Released %s (not used lately)", store.path)
+        searcher.forget(store.path)
 
 
 def listing(
@@ -82,6 +131,8 @@ def switch(contexts: Contexts, budget: Budget, name: str, persist: bool, project
         contexts.registry.persist_active(config.name)
     contexts.set_active(config.name)
     saved = " and saved it in contexts.json" if persist else " for this session"
+    if persist and contexts.memory_path is not None:  # a file named at launch wins over the saved context
+        saved += " (a server started with --memory-path or MEMORY_FILE_PATH, as this one, starts in 'default')"
     return active(contexts, budget, project_dir, f"Switched to context '{config.name}'{saved}.")
 
 

@@ -315,7 +315,12 @@ class Contexts:
         return Start(Path.cwd(), "the server's current folder")
 
     def _initial_active(self, requested: str | None) -> str:
-        for candidate in (requested, self.registry.persisted_active()):
+        """The context active at start, the first that names a known context of: `requested`
+        (--default-context); 'default' when a memory file was named (--memory-path, MEMORY_FILE_PATH: the person
+        named that file for this launch, which an earlier session's persisted switch must not overrule); the
+        registry's activeContext; else 'default'."""
+        persisted = DEFAULT_CONTEXT if self.memory_path is not None else self.registry.persisted_active()
+        for candidate in (requested, persisted):
             if candidate:
                 try:
                     return self.registry.get(candidate).name

@@ -33,11 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from memory_server import present, results
+from memory_server import results
 from memory_server.budget import Budget
-from memory_server.context_results import result_warnings
+from memory_server.context_results import Work, in_context
 from memory_server.contexts import Contexts, ResolvedContext
-from memory_server.errors import MemoryServerError
 from memory_server.everywhere import EVERY_CONTEXT
 from memory_server.handshake import EarlyStart
 from memory_server.jsonl import json_line
@@ -54,7 +53,6 @@ LINE_LIMIT = 1 << 20  # a message longer than this is left to the SDK's transpor
 DEFAULT_LIMIT = 10  # search_nodes' default limit, as in server.py
 
 T = TypeVar("T")
-Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
 
 
 ARGUMENTS = {  # the arguments of the tools answered here; a schema that names others leaves the tool to the SDK
@@ -198,28 +196,13 @@ class EarlyAnswers:
         return self._run(a["context"], a["projectDir"], work)
 
     def _run(self, name: str | None, project_dir: str | None, work: Work) -> dict[str, Any]:
-        """MemoryTools._run: resolve the context, do the work, head the text, add the warnings."""
-        resolved: ResolvedContext | None = None
-        store: GraphStore | None = None
-        try:
-            with call_arrived_at(time.monotonic()):
-                resolved = self.contexts.resolve(name, project_dir)
-                store = self.contexts.store(resolved)
-                version = store.version
-                structured, text = work(resolved, store)
-        except MemoryServerError as problem:
-            warnings = [w for w in result_warnings(self.contexts, store, resolved) if w != str(problem)]
-            return _result(present.text(resolved, warnings, str(problem), name or self.contexts.active_name))
-        finally:
-            for released in self.contexts.trim():  # LiveUpdates.trim
-                self.searcher.forget(released.path)
-        warnings = result_warnings(self.contexts, store, resolved)
-        structured["context"] = resolved.summary()
-        if warnings:
-            structured["warnings"] = warnings
-        if store.version != version:
-            store.announce()  # nobody can have subscribed yet: the state counts as told, as after server.py's call
-        return _result(present.text(resolved, warnings, text), structured)
+        """The call in its context (context_results.in_context, as server.py runs it), as the SDK puts it on the
+        wire."""
+        with call_arrived_at(time.monotonic()):
+            called = in_context(self.contexts, self.searcher, name, project_dir, work)
+        if called.changed and called.store is not None:
+            called.store.announce()  # nobody can have subscribed yet: the state counts as told, as in server.py
+        return _result(called.text, called.structured)
 
 
 def plain_arguments(schema: dict[str, Any], arguments: Any, known: tuple[str, ...]) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ a memory changes, whether through our tools or through another process or an edi
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from mcp_types import (
 
 from memory_server.budget import Budget
 from memory_server.context_list import DESCRIPTION_LIMIT, contexts_document
+from memory_server.context_results import release_unused
 from memory_server.contexts import Contexts
 from memory_server.errors import MemoryServerError, shortened
 from memory_server.results import graph_document
@@ -39,7 +39,6 @@ from memory_server.search import Searcher
 from memory_server.store import GraphStore
 from memory_server.watch import FolderWatcher
 
-logger = logging.getLogger(__name__)
 
 TRIM_EVERY = 60.0  # seconds between two looks for memories not used lately
 GRAPH_URI = "memory://knowledge-graph"
@@ -97,9 +96,7 @@ class LiveUpdates:
 
     def trim(self) -> None:
         """Release the memories not in use (see Contexts.trim), and their search indexes."""
-        for store in self.contexts.trim():
-            logger.debug("Released %s (not used lately)", store.path)
-            self.searcher.forget(store.path)
+        release_unused(self.contexts, self.searcher)
 
     async def _trim_now_and_then(self) -> None:
         while True:

@@ -63,7 +63,7 @@ READ = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=
 CREATE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False, openWorldHint=False)
 DELETE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True, openWorldHint=False)
 
-Work = Callable[[ResolvedContext, GraphStore], tuple[dict[str, Any], str]]
+Work = context_results.Work
 T = TypeVar("T")
 
 
@@ -322,28 +322,14 @@ class MemoryTools:
     def _run(
         self, name: str | None, project_dir: str | None, work: Work
     ) -> tuple[CallToolResult, GraphStore | None, bool]:
-        """Resolve the context, do the work; also say which store was used and whether its graph changed."""
-        resolved: ResolvedContext | None = None
-        store: GraphStore | None = None
-        version = -1
-        try:
-            resolved = self.contexts.resolve(name, project_dir)
-            store = self.contexts.store(resolved)
-            version = store.version
-            structured, text = work(resolved, store)
-        except MemoryServerError as problem:
-            warnings = context_results.result_warnings(self.contexts, store, resolved)
-            failed = _error(resolved, warnings, problem.explained(), name or self.contexts.active_name)
-            return failed, store, False
-        finally:
-            self.live.trim()
-        warnings = context_results.result_warnings(self.contexts, store, resolved)
-        structured["context"] = resolved.summary()
-        if warnings:
-            structured["warnings"] = warnings
-        text = present.text(resolved, warnings, text)
-        result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured)
-        return result, store, store.version != version and store.announce()
+        """The call in its context (context_results.in_context) as MCP's result; also the store it used and
+        whether subscribers must hear that its graph changed."""
+        called = context_results.in_context(self.contexts, self.searcher, name, project_dir, work)
+        content = [TextContent(type="text", text=called.text)]
+        if called.structured is None:
+            return CallToolResult(content=content, is_error=True), called.store, False
+        result = CallToolResult(content=content, structured_content=called.structured)
+        return result, called.store, called.changed and called.store is not None and called.store.announce()
 
     def _search_everywhere(
         self,

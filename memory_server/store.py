@@ -16,9 +16,10 @@ the graph follows it with as little parsing as the change allows:
 The whole file is parsed only the first time, and after `release` (which frees the graph of a store not in use).
 
 `version` counts the graph states this store has held. `changes_since(version)` names the entities and relations
-that may differ since then (None: everything may: a first read, a release, or too long ago). Across a reload, a
-record whose line did not change is the same object, and one whose line changed is a new object; this process's
-own mutations change their records in place (and `changes_since` names them like the rest).
+that may differ since then (None: everything may: a first read, a release, or too long ago), from its change log
+(changelog.py). Across a reload, a record whose line did not change is the same object, and one whose line changed
+is a new object; this process's own mutations change their records in place (and `changes_since` names them like
+the rest).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import os
 import stat
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from typing import TypeVar
 import filelock
 
 from memory_server import delta
+from memory_server.changelog import ChangeLog
 from memory_server.errors import FileBusyError, LockTimeoutError, LockUnavailableError, MemoryFileError
 from memory_server.files import (
     FileChangedError,
@@ -58,9 +60,9 @@ from memory_server.files import (
     write_atomically,
     write_mark,
 )
-from memory_server.graph import Changes, KnowledgeGraph, Plan, SkippedLine
-from memory_server.jsonl import CONFLICT_MARKER
+from memory_server.graph import Changes, KnowledgeGraph, Plan
 from memory_server.target import Target, find_target
+from memory_server.unusable import describe_skipped
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -68,7 +70,6 @@ logger = logging.getLogger(__name__)
 # A write(2) that stays inside one page of the file is not split by a signal, so an append that fits is
 # all-or-nothing even under SIGKILL; larger additions go through the atomic rewrite instead.
 _PAGE = 4096
-_MAX_LISTED_PROBLEMS = 10
 # Another program's change in place is used once the file has been still this long (an editor saving in chunks
 # pauses between them); a last line without its newline, which may be the middle of a save, waits longer before
 # it is taken for a leftover. A read waits at most READ_PATIENCE for either, then shows the file as it is.
@@ -76,7 +77,6 @@ QUIET = 0.25
 TAIL_QUIET = 2.0
 READ_PATIENCE = 1.0
 _POLL = 0.02
-LOGGED_CHANGES = 64  # states `changes_since` can answer for
 # When the call being served arrived (time.monotonic), if it waited behind others: the lock timeout bounds a call as
 # its caller sees it, waiting included, not each store operation afresh (queued calls would wait 3, 6, 9 s...).
 _CALL_ARRIVED: contextvars.ContextVar[float | None] = contextvars.ContextVar("call_arrived", default=None)
@@ -116,11 +116,8 @@ class GraphStore:
         self._swept: set[Path] = set()
         self._warned = False
         self._notes: dict[str, None] = {}  # warnings for the next result, in order
-        self.version = 0  # counts the graph states this store has held; search indexes key on it
-        self._log: deque[tuple[int, Changes]] = deque(maxlen=LOGGED_CHANGES)  # what each version changed
-        self._log_floor = 0  # no version before this one can be compared with later ones
+        self._changes = ChangeLog()  # the graph states this store has held, and what changed from one to the next
         self._previous: KnowledgeGraph | None = None  # a graph forgotten for a re-read: its records may be reused
-        self._unlogged = Changes()  # what such a graph had changed in memory, not in the file
         self._announced: Stamp | None = None  # the file's state subscribers were last told about
         self.last_used = time.monotonic()
         self.last_load: Load | None = None
@@ -132,19 +129,16 @@ class GraphStore:
         with self._turn() as deadline:
             yield self._current(deadline)
 
+    @property
+    def version(self) -> int:
+        """Counts the graph states this store has held; search indexes key on it."""
+        return self._changes.version
+
     def changes_since(self, version: int) -> Changes | None:
         """The entities and relations that may differ between `version` and now (empty if none), or None when this
-        store cannot tell (a first read or a re-read after `release`, or more than LOGGED_CHANGES versions ago)."""
+        store cannot tell (a first read or a re-read after `release`, or too many versions ago)."""
         with self._mutex:
-            if version == self.version:
-                return Changes()
-            if version > self.version or version < self._log_floor or not self._log or self._log[0][0] > version + 1:
-                return None
-            changes = Changes()
-            for number, changed in self._log:
-                if number > version:
-                    changes |= changed
-            return changes
+            return self._changes.since(version)
 
     def noticed_change(self) -> bool:
         """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read. The
@@ -176,8 +170,7 @@ class GraphStore:
             if self._graph is None and self._previous is None:
                 return False
             self._graph = self._previous = None
-            self._log.clear()
-            self._log_floor = self.version + 1
+            self._changes.forget()
             self.loads["released"] += 1
             return True
         finally:
@@ -382,28 +375,18 @@ class GraphStore:
         self._graph, self._stamp, self._real, self._complete = graph, stamp, target.real, True
         self._previous = None
         self._warned = False
-        self._advance(changes)
+        self._changes.advance(changes)
         self.last_load = Load(graph.built_by, read, graph.parsed_lines)
         self.loads[graph.built_by] += 1
         logger.debug("%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, graph.built_by, read,
                      graph.parsed_lines, self.version)
         return graph
 
-    def _advance(self, changes: Changes | None) -> None:
-        """One more state of the graph, which `changes` (None: everything) took it to."""
-        self.version += 1
-        if changes is None:
-            self._log.clear()
-            self._log_floor = self.version
-        else:
-            self._log.append((self.version, changes | self._unlogged))
-        self._unlogged = Changes()
-
     def _forget(self) -> None:
         """The graph no longer matches the file (a write failed or found the file changed): read the file again at
         the next call, reusing the records of the lines that are still the same."""
         if self._graph is not None:
-            self._unlogged |= self._graph.edits.changes()
+            self._changes.carry(self._graph.edits.changes())
             self._previous = self._graph
         self._graph = None
 
@@ -426,7 +409,7 @@ class GraphStore:
         self._stamp = stamp
         delta.record(self._lock_path, expected, stamp, delta.of_plan(plan))
         write_mark(self._lock_path, stamp)
-        self._advance(changes)
+        self._changes.advance(changes)
 
     def _write_plan(self, out: int, plan: Plan, target: Target) -> None:
         """Write the new file: copy the unchanged ranges from the current file, write the new bytes."""
@@ -500,19 +483,3 @@ def _appended_bytes(plan: Plan, size: int) -> bytes | None:
     if not all(isinstance(step, bytes) for step in steps):
         return None
     return b"".join(steps)  # type: ignore[arg-type]
-
-
-def describe_skipped(path: Path, skipped: list[SkippedLine]) -> str:
-    listed = "; ".join(f"line {s.line_number}: {s.reason}" for s in skipped[:_MAX_LISTED_PROBLEMS])
-    more = f"; and {len(skipped) - _MAX_LISTED_PROBLEMS} more" if len(skipped) > _MAX_LISTED_PROBLEMS else ""
-    lines = "1 line" if len(skipped) == 1 else f"{len(skipped)} lines"
-    merge = (
-        " The file holds an unfinished git merge: keep the lines you want, delete the markers, `git add` it; "
-        "`mcp-memory-contexts install-merge-driver` makes git merge memory files record by record."
-        if any(s.reason == CONFLICT_MARKER for s in skipped)
-        else ""
-    )
-    return (
-        f"Skipped {lines} of {path} that could not be read ({listed}{more}). "
-        "They are kept in the file unchanged; fix or delete them by hand to bring them back into the graph." + merge
-    )

@@ -169,8 +169,9 @@ def test_a_typed_memory_path_is_the_file_a_command_reads_whatever_context_is_act
         assert "Ann" in done.stdout and f"default → {memory}" in done.stdout or done.stdout.startswith("Ann (person)")
     assert cli("show", "Desk", cwd=tmp_path).returncode == 0  # without it, the active context as before
     assert cli("show", "Desk", "--memory-path", memory, "--context", "work", cwd=tmp_path).returncode == 0
-    env_only = cli("show", "Desk", cwd=tmp_path, MEMORY_FILE_PATH=memory)  # set for the server: it sees 'work' too
+    env_only = cli("show", "Ann", cwd=tmp_path, MEMORY_FILE_PATH=memory)  # named at launch, as the server reads it
     assert env_only.returncode == 0, env_only.stderr
+    assert cli("show", "Desk", cwd=tmp_path, MEMORY_FILE_PATH=memory, MEMORY_DEFAULT_CONTEXT="work").returncode == 0
 
 
 def test_search_every_context_labels_each_hit(memory, tmp_path, user_folders):
@@ -617,6 +618,18 @@ def test_check_passes_a_good_file_and_reads_the_context_without_one(memory, tmp_
     assert done.returncode == 0 and done.stdout.startswith(f"{memory}: 3 entities") and "no unusable" in done.stdout
     missing = cli("check", tmp_path / "nope.jsonl")
     assert missing.returncode == 3 and "nope.jsonl" in missing.stderr
+
+
+def test_check_and_import_say_how_to_finish_a_git_merge_left_in_a_file(memory, tmp_path):
+    """The server's warning names the way out of a conflicted memory file; `check` and `import` say the same."""
+    merged = tmp_path / ".ai-memory.jsonl"
+    ann = json.dumps(SEED[0])
+    merged.write_text(f"<<<<<<< HEAD\n{ann}\n=======\n{json.dumps(SEED[2])}\n>>>>>>> feature\n")
+    checked = cli("check", merged)
+    assert checked.returncode == 1 and "  line 1: a git conflict marker" in checked.stdout
+    assert "unfinished git merge" in checked.stdout and "install-merge-driver" in checked.stdout
+    imported = cli("import", merged, "--memory-path", memory)
+    assert imported.returncode == 1 and "unfinished git merge" in imported.stderr
 
 
 def test_check_recognises_files_that_import_reads(tmp_path):

@@ -287,6 +287,9 @@ def test_initial_active_context(tmp_path):
     assert Contexts(registry).active_name == "w"
     assert Contexts(registry, default_context="default").active_name == "default"
     assert Contexts(registry, default_context="nope").active_name == "w"
+    named = tmp_path / "named.jsonl"  # a file named at launch: its context, not the one an earlier session saved
+    assert Contexts(registry, memory_path=named).active_name == "default"
+    assert Contexts(registry, memory_path=named, default_context="w").active_name == "w"
 
 
 # ---- a registry other programs touch (issue 13) ------------------------------------------------------------------

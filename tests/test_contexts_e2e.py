@@ -316,6 +316,27 @@ async def test_a_switch_belongs_to_one_server_and_persist_saves_it_for_new_ones(
         assert (await ok(three, "read_graph"))["context"]["name"] == "work"
 
 
+
+async def test_a_memory_file_named_at_launch_wins_over_a_persisted_active_context(world):
+    """An earlier session's set_active_context(persist=true) must not take a server started with --memory-path or
+    MEMORY_FILE_PATH away from the file it was given; a switch in the session still moves it, and
+    MEMORY_DEFAULT_CONTEXT (naming a context at launch too) still chooses."""
+    work, mine = world.memory("work.jsonl"), world.memory("mine.jsonl")
+    world.write_registry(ctx("work", work), active="work")
+    for args, env in ((("--memory-path", str(mine)), {}), ((), {"MEMORY_FILE_PATH": mine})):
+        async with world.server(*args, **env) as s:
+            assert names(await assert_uses(s, "read_graph", "default", mine)) == ["Ann", "Bo"]
+            await assert_uses(s, "create_entities", "default", mine, entities=[entity("Cy")])
+            assert (await ok(s, "get_active_context"))["active"]["name"] == "default"
+            reply = await call(s, "set_active_context", name="work", persist=True)
+            assert "--memory-path or MEMORY_FILE_PATH" in text_of(reply), text_of(reply)  # why it will not stick here
+            await assert_uses(s, "read_graph", "work", work)
+        assert entity_names(mine) == ["Ann", "Bo", "Cy"] and entity_names(work) == ["Ann", "Bo"]
+        mine.write_text(SEED)  # as it was, for the next way of naming it
+    async with world.server(MEMORY_FILE_PATH=mine, MEMORY_DEFAULT_CONTEXT="work") as s:
+        await assert_uses(s, "read_graph", "work", work)
+    async with world.server() as s:  # no file named: the persisted context, as before
+        await assert_uses(s, "read_graph", "work", work)
 async def test_unknown_context_names_fail_and_list_the_known_ones(world):
     work = world.memory("work.jsonl")
     world.write_registry(ctx("work", work))
