@@ -26,8 +26,10 @@ from personal_memory import override
 
 from memory_server.embeddings import EmbedderSlot, load_embedder
 from memory_server.graph import Entity
+from memory_server.keyword import KeywordIndex
 from memory_server.rerank import RerankerSlot
-from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
+from memory_server.search import GraphIndex
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 
 # The shared folder sits beside the checkout (main) or a few levels up (a worktree).

@@ -43,7 +43,7 @@ from memory_server import present
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.rerank import RerankerSlot
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.server import PROJECT_BOOST
 from memory_server.store import GraphStore
 

@@ -26,7 +26,7 @@ from search_speed import QUERIES, synthetic_graph
 from memory_server import rerank
 from memory_server.embeddings import EmbedderSlot
 from memory_server.rerank import RerankerSlot
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 
 

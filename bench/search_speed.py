@@ -37,7 +37,9 @@ import numpy as np
 
 from memory_server.embeddings import EmbedderSlot, load_embedder
 from memory_server.graph import Entity, KnowledgeGraph, Relation
-from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
+from memory_server.keyword import KeywordIndex
+from memory_server.search import GraphIndex
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.user import user_of
 

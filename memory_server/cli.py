@@ -85,7 +85,7 @@ def _serve(options: argparse.Namespace) -> None:
     early = handshake.answer_initialize(instructions)
     from memory_server.budget import Budget
     from memory_server.early import EarlyAnswers, serve_until_loaded
-    from memory_server.search import Searcher
+    from memory_server.searcher import Searcher
 
     searcher = Searcher(embeddings(options))
 

@@ -35,7 +35,7 @@ from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation, json_line
 from memory_server.output import StdoutError, silence, write_output, write_stdout
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNotFoundError, find_project
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.stats import dangling_relations, figures, totals
 from memory_server.store import GraphStore
 from memory_server.unusable import fixes

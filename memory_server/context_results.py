@@ -20,7 +20,7 @@ from memory_server.results import Shaped
 from memory_server.store import GraphStore
 
 if TYPE_CHECKING:
-    from memory_server.search import Searcher
+    from memory_server.searcher import Searcher
 
 logger = logging.getLogger(__name__)
 Work = Callable[[ResolvedContext, GraphStore], Shaped]

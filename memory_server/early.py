@@ -40,7 +40,7 @@ from memory_server.contexts import Contexts, ResolvedContext
 from memory_server.everywhere import EVERY_CONTEXT
 from memory_server.handshake import EarlyStart
 from memory_server.jsonl import json_line
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore, call_arrived_at
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from memory_server.budget import Budget, json_tokens, text_tokens
 from memory_server.contexts import PROJECT_FILE_NOTE, Contexts, ResolvedContext
 from memory_server.errors import MemoryServerError, listed, shortened
 from memory_server.project import ProjectNotFoundError
-from memory_server.search import Mode, Searcher, Target, every_target
+from memory_server.searcher import Mode, Searcher, Target, every_target
 
 EVERY_CONTEXT = "*"
 SKIPPED_LISTED = 5  # contexts left out, each with its reason

@@ -35,10 +35,9 @@ from memory_server.context_results import release_unused
 from memory_server.contexts import Contexts
 from memory_server.errors import MemoryServerError, shortened
 from memory_server.results import graph_document
-from memory_server.search import Searcher
+from memory_server.searcher import Searcher
 from memory_server.store import GraphStore
 from memory_server.watch import FolderWatcher
-
 
 TRIM_EVERY = 60.0  # seconds between two looks for memories not used lately
 GRAPH_URI = "memory://knowledge-graph"

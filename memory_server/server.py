@@ -43,7 +43,7 @@ from memory_server.protocol import guard_requests
 from memory_server.resources import LiveUpdates, add_resources
 from memory_server.results import Detail
 from memory_server.roots import WorkspaceRoots
-from memory_server.search import Mode, Searcher, Target
+from memory_server.searcher import Mode, Searcher, Target
 from memory_server.stdio import stdio_transport
 from memory_server.store import GraphStore, call_arrived_at
 from memory_server.tool import make_tool

@@ -23,7 +23,7 @@ from memory_server import early
 from memory_server.budget import Budget
 from memory_server.cli import APP, embeddings, open_contexts, parse_options
 from memory_server.early import EarlyAnswers, plain_arguments
-from memory_server.search import Searcher
+from memory_server.searcher import Searcher
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("write_lists", ROOT / "scripts" / "write_lists.py")

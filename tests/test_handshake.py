@@ -12,9 +12,8 @@ from test_stdio import INITIALIZED, start
 from memory_server import handshake
 from memory_server.contexts import ContextRegistry, Contexts
 from memory_server.embeddings import EmbedderSlot
-from memory_server.search import Searcher
+from memory_server.searcher import Searcher
 from memory_server.server import build_server
-
 
 PING = b'{"jsonrpc":"2.0","id":2,"method":"ping"}'
 

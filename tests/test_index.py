@@ -13,8 +13,10 @@ from memory_server import index as index_module
 from memory_server.contexts import ContextConfig, ContextRegistry, Contexts
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.keyword import KeywordIndex
 from memory_server.resources import LiveUpdates
-from memory_server.search import GraphIndex, KeywordIndex, Searcher, Target
+from memory_server.search import GraphIndex
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.vector_cache import caches_of
 

@@ -10,7 +10,7 @@ from memory_server import rerank, vector_cache
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.rerank import RerankerSlot, find_model
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.vector_cache import text_keys
 

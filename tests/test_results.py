@@ -15,7 +15,7 @@ from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.hits import Hit, LabelledHit, Outcome
 from memory_server.paging import CursorError, Listing
 from memory_server.results import GraphQuery, SearchCall
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 
 

@@ -2,11 +2,11 @@ from collections import OrderedDict
 
 import pytest
 
-from memory_server import search as search_module
+from memory_server import searcher as searcher_module
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
 from memory_server.lexical import LexicalIndex, related_terms, tokenize
-from memory_server.search import Searcher, Target
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 
 PEOPLE = [
@@ -408,7 +408,7 @@ def test_a_next_page_is_found_even_if_another_search_drops_its_outcome_meanwhile
 def test_the_outcomes_kept_for_next_pages_hold_a_bounded_number_of_hits(tmp_path, bundled, monkeypatch):
     """A keyword search holds every match: kept 16 times over for a large memory, gigabytes (the newest is kept
     whatever its size, for its next page)."""
-    monkeypatch.setattr(search_module, "RECENT_HITS", 5)
+    monkeypatch.setattr(searcher_module, "RECENT_HITS", 5)
     store = store_with(tmp_path, "people", [Entity(f"n{i}", "note", [f"apples {i}"]) for i in range(4)])
     searcher = Searcher(bundled)
     outcomes = [searcher.search([Target("m", store)], "apples", "keyword", None, s / 10) for s in range(4)]

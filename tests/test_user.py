@@ -12,7 +12,8 @@ from memory_server.documents import Documents
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.lexical import is_first_person
-from memory_server.search import GraphIndex, Searcher, Target
+from memory_server.search import GraphIndex
+from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.user import possessed
 
