@@ -41,13 +41,14 @@ class QueryCosines:
         size = used if rows is None else len(rows)
         self._vectors, self._vector, self._rows, self.size = vectors, vector, rows, size
         self._documents_in = documents_in
-        self._values = np.zeros(size, dtype=np.float32)
-        self._known = np.zeros(size, dtype=bool)
+        self._used = used
         self._complete = False  # every cosine known
         self.scanned = size >= SCAN_FROM and vectors.moments.count == size
-        self._used = used
         if not self.scanned:
             self._every()
+            return
+        self._values = np.zeros(size, dtype=np.float32)
+        self._known = np.zeros(size, dtype=bool)
 
     def _every(self) -> None:
         """Compute every cosine."""
@@ -55,7 +56,7 @@ class QueryCosines:
             return
         dots = self._vectors.dot(self._vector, self._used)
         self._values = np.clip(dots if self._rows is None else dots[self._rows], 0.0, 1.0)
-        self._known[:] = True
+        self._known = np.ones(self.size, dtype=bool)
         self._complete = True
 
     def sums(self) -> tuple[float, float]:

@@ -50,7 +50,7 @@ STEPS = 127  # the largest int8 magnitude
 SMALLEST_EXPONENT = -126  # of a scale: float32's smallest normal power of two
 THREADS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 PARALLEL_ROWS = 8 * CHUNK  # a product of fewer rows stays on the caller's thread: a thread costs more than it saves
-HEAD = 64  # int8 components a scan reads (see `scan`): the first, which carry most of a static model's variance
+HEAD = 64  # int8 components a scan reads (see `scan`): the first, of the most variance (half of it, bundled model)
 SCAN_MARGIN = 1e-4  # added to a scan's bound: far above float32's rounding of a 256-term dot product
 _threads: ThreadPoolExecutor | None = None
 
@@ -61,7 +61,9 @@ class VectorRows:
         self._heads: list[np.ndarray] = []  # float32 (rows,): the first component of each vector
         self._blocks: list[np.ndarray] = []  # int8 (rows, dim - 1): the others, in steps of the row's scale
         self._scales: list[np.ndarray] = []  # float32 (rows,)
-        self._prefixes: list[np.ndarray] = []  # int8 (rows, HEAD): the first of `_blocks`' columns again, contiguous
+        # int8 (rows, HEAD): the first of `_blocks`' columns again, contiguous; made at the first scan (only a large
+        # memory scans), then kept with every change
+        self._prefixes: list[np.ndarray] | None = None
         self._tails: list[np.ndarray] = []  # float32 (rows,): at least the norm of each row's components past HEAD
         self._live: list[np.ndarray] = []  # bool (rows,): the row holds a vector counted in `moments`
         self._starts: list[int] = []
@@ -77,7 +79,8 @@ class VectorRows:
         self._heads.append(np.zeros(size, dtype=np.float32))  # zero pages cost nothing until written
         self._blocks.append(np.zeros((size, self.dim - 1), dtype=np.int8))
         self._scales.append(np.zeros(size, dtype=np.float32))
-        self._prefixes.append(np.zeros((size, min(HEAD, self.dim - 1)), dtype=np.int8))
+        if self._prefixes is not None:
+            self._prefixes.append(np.zeros((size, min(HEAD, self.dim - 1)), dtype=np.int8))
         self._tails.append(np.zeros(size, dtype=np.float32))
         self._live.append(np.zeros(size, dtype=bool))
         self._starts.append(self.capacity)
@@ -94,7 +97,8 @@ class VectorRows:
         tails = _tail_norms(values, scales)
         for number, at, inside in self._places(rows):
             self._heads[number][at], self._blocks[number][at] = vectors[inside, 0], values[inside]
-            self._prefixes[number][at] = values[inside, :HEAD]
+            if self._prefixes is not None:
+                self._prefixes[number][at] = values[inside, :HEAD]
             self._scales[number][at], self._tails[number][at] = scales[inside], tails[inside]
             self._live[number][at] = True
         if self._moments is not None:
@@ -153,6 +157,8 @@ class VectorRows:
         norm of the rest of the row times the rest of the vector's), does. A quarter of the reading of `dot`, and
         at a high floor a few rows to read whole (`dot_rows`). None once more than `most` rows pass: the caller
         is better served by `dot`, and the scan stops there."""
+        if self._prefixes is None:
+            self._prefixes = [np.ascontiguousarray(block[:, :HEAD]) for block in self._blocks]
         vector = np.ascontiguousarray(vector, dtype=np.float32)
         rest = float(np.linalg.norm(vector[HEAD + 1 :].astype(np.float64)))
         chunks = list(self._chunks(rows))
@@ -230,7 +236,8 @@ class VectorRows:
 
     @property
     def nbytes(self) -> int:
-        return self.capacity * (self.dim - 1 + min(HEAD, self.dim - 1) + 13)
+        prefix = min(HEAD, self.dim - 1) if self._prefixes is not None else 0
+        return self.capacity * (self.dim - 1 + prefix + 13)
 
 
 def _tail_norms(values: np.ndarray, scales: np.ndarray) -> np.ndarray:

@@ -231,3 +231,13 @@ def test_a_scan_never_misses_a_row_at_or_over_the_floor(dim, count, seed, head_s
     whole = rows.dot(query, count)
     for floor in sorted(set(whole.tolist()))[-3:] + [float(np.median(whole))]:
         assert set(np.flatnonzero(whole >= floor)) <= set(rows.scan(query, count, floor, most=10**9).tolist())
+
+
+def test_rows_put_after_a_first_scan_are_scanned_too(unit_vectors):
+    """The scan's contiguous copy of the first components is made at the first scan, then kept with every put."""
+    rows = VectorRows(256, 100)
+    rows.put(np.arange(100), unit_vectors[:100])
+    query = unit_vectors[2000]
+    assert 0 not in rows.scan(query, 100, 0.99, most=10**9)
+    rows.put(np.array([0, 2999]), unit_vectors[[2000, 2000]])  # a row changed, and a row in a new block
+    assert {0, 2999} <= set(rows.scan(query, 3000, 0.99, most=10**9).tolist())
