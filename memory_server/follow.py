@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memory_server.jsonl import Entity, Relation, UnusableLine, decode_record, identity
+from memory_server.jsonl import Entity, Relation, UnusableLine, decode_record, identity, newline_of
 from memory_server.layout import Layout
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ class Following:
     _on_disk: int
     _dirty: set[int]
     _ends_with_newline: bool
+    newline: bytes
     _private: set[str] | None
     _collided: bool
     built_by: str
@@ -88,6 +89,8 @@ class Following:
         if graph._collided:
             return None  # two lines for one name: the full read works out which one is loaded
         graph._on_disk = len(graph.records)
+        if not self._layout.offset(len(self.records)):  # an empty file had no line ending: its first lines tell it
+            graph.newline = newline_of(b"".join(new))
         graph.built_by, graph.parsed_lines = "grown", len(added)
         touched = [self.records[slot] for slot in removed] + [graph.records[slot] for slot, _ in added]
         return graph, Changes(
@@ -194,6 +197,7 @@ class Following:
         graph._layout = self._layout.copy()
         graph._on_disk = self._on_disk
         graph._ends_with_newline = self._ends_with_newline
+        graph.newline = self.newline
         return graph
 
     def _changes_from(self, previous: KnowledgeGraph) -> Changes:

@@ -38,6 +38,7 @@ from memory_server.jsonl import (  # noqa: F401
     encode_relation,
     identity,
     json_line,
+    newline_of,
     parse_or_problem,
     record_of,
 )
@@ -93,6 +94,8 @@ class KnowledgeGraph(Following):
         self._on_disk = 0
         self._dirty: set[int] = set()
         self._ends_with_newline = True
+        self._ended_hash = 0  # a last line without a newline: its hash once a write gives it one (see `written`)
+        self.newline = b"\n"  # the file's line ending (jsonl.newline_of), for the lines this graph writes
         self._private: set[str] | None = None  # see `_relations_for`
         self._collided = False  # a name was met twice while placing lines: see `patched`
         # How this graph was made from its file ("parsed", "reread", "grown", "followed": see store.Load).
@@ -125,6 +128,7 @@ class KnowledgeGraph(Following):
                 return previous, Changes()
             grown = previous.patched([(0, size), len(data) - size], [data[size:]])
             if grown is not None:
+                grown[0].newline = newline_of(data)  # what another program added counts too
                 return grown
         graph = cls()
         reusable = previous._reusable() if previous is not None else {}
@@ -138,6 +142,9 @@ class KnowledgeGraph(Following):
             sizes[-1] -= 1
         graph._layout = Layout(sizes, hashes)
         graph._ends_with_newline = ends_with_newline
+        graph.newline = newline_of(data)
+        if not ends_with_newline:
+            graph._ended_hash = hash(raw[-1] + graph.newline[:-1])
         graph._on_disk = len(graph.records)
         return graph, (graph._changes_from(previous) if previous is not None else None)
 
@@ -275,27 +282,27 @@ class KnowledgeGraph(Following):
                 at = end
             record = self.records[slot]
             if record is not None:
-                plan.append(_line_bytes(record))
+                plan.append(_line_bytes(record, self.newline))
             at += sizes[slot]
             copied_to = slot + 1
         if copied_to < self._on_disk:
             plan.append((at, self._layout.offset(self._on_disk)))
             if not self._ends_with_newline:
-                plan.append(b"\n")
-        plan.extend(_line_bytes(record) for record in self.edits.appended)
+                plan.append(self.newline)
+        plan.extend(_line_bytes(record, self.newline) for record in self.edits.appended)
         return plan
 
     def written(self) -> None:
         """The store has written the plan: the file on disk now holds every record as it is in memory."""
         for slot in self._dirty:
             record = self.records[slot]
-            line = b"" if record is None else _line_bytes(record)
+            line = b"" if record is None else _line_bytes(record, self.newline)
             self._layout.set(slot, len(line), hash(line[:-1]) if line else 0)
         last = self._on_disk - 1
         if self._on_disk and not self._ends_with_newline and last not in self._dirty:
-            self._layout.set(last, self._layout.sizes[last] + 1, self._layout.hashes[last])
+            self._layout.set(last, self._layout.sizes[last] + len(self.newline), self._ended_hash)
         for record in self.edits.appended:
-            line = _line_bytes(record)
+            line = _line_bytes(record, self.newline)
             self._layout.set(record.slot, len(line), hash(line[:-1]))
         self._on_disk = len(self.records)
         self._dirty.clear()
@@ -421,8 +428,12 @@ def _mergeable(first: Entity, second: Entity) -> bool:
     return first.entity_type == second.entity_type and first.extra == second.extra
 
 
-def _line_bytes(record: Entity | Relation | UnusableLine) -> bytes:
-    return (_text_of(record) + "\n").encode("utf-8", "surrogateescape")
+def _line_bytes(record: Entity | Relation | UnusableLine, newline: bytes) -> bytes:
+    """A line as written: a record with the file's line ending, an unusable line verbatim (its text ends in the CR of
+    a CRLF line)."""
+    if isinstance(record, UnusableLine):
+        return (record.text + "\n").encode("utf-8", "surrogateescape")
+    return _text_of(record).encode("utf-8", "surrogateescape") + newline
 
 
 def _slot(record: Entity | Relation) -> int:

@@ -96,6 +96,13 @@ def parse_or_problem(line: str) -> Any:
     return value if isinstance(value, dict) else ValueError("not a JSON object")
 
 
+def newline_of(data: bytes) -> bytes:
+    """The line ending a file holding `data` is written with: CRLF when most of its lines end so (a file saved by a
+    Windows tool), else LF, as the official server writes (an empty file too)."""
+    # Most lines, not the first: a file earlier versions of ours left mixed keeps its ending whatever line they rewrote.
+    return b"\r\n" if 2 * data.count(b"\r\n") > data.count(b"\n") else b"\n"
+
+
 def _without_bom(line: str) -> str:
     # Windows tools (Notepad before 2019, PowerShell 5's `Set-Content -Encoding UTF8`) start a file they save with
     # a byte-order mark, which no editor shows: the first record was skipped and "fix the line" could not be done.

@@ -508,6 +508,14 @@ def test_import_a_file_written_by_the_official_server(tmp_path):
     assert target.read_bytes() == before
 
 
+def test_import_into_a_memory_saved_on_windows_keeps_its_crlf_line_ends(memory):
+    memory.write_bytes(memory.read_bytes().replace(b"\n", b"\r\n"))
+    done = cli("import", OFFICIAL, "--memory-path", memory)
+    assert done.returncode == 0, done.stderr
+    data = memory.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n") > len(SEED)
+
+
 def test_import_merges_duplicates_and_loses_nothing(memory, tmp_path):
     other = write_memory(
         tmp_path / "memory.json",  # the official server's old file name, same lines

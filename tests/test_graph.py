@@ -5,7 +5,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory_server.errors import EntityNotFoundError
-from memory_server.graph import Entity, KnowledgeGraph, Relation, decode_line, encode_entity, encode_relation
+from memory_server.graph import (
+    Entity,
+    KnowledgeGraph,
+    Relation,
+    decode_line,
+    encode_entity,
+    encode_relation,
+    newline_of,
+)
 
 UPSTREAM_FILE = (
     '{"type":"entity","name":"Ann","entityType":"person","observations":["likes hiking","speaks français"]}\n'
@@ -83,6 +91,54 @@ def test_a_byte_order_mark_before_a_record_is_read_past():
     graph = KnowledgeGraph.parse(text.encode("utf-8"))
     assert list(graph.entities) == ["Ann", "Shop"] and not graph.skipped_lines()
     assert decode_line('\ufeff{"type":"entity","name":"a","entityType":"t","observations":[],"k":1}').extra == {"k": 1}
+
+
+WRITES = {
+    "add_observations": lambda g: g.add_observations([("Shop", ["opened"])]),
+    "delete_observations": lambda g: g.delete_observations([("Ann", ["likes hiking"])]),
+    "create_entities": lambda g: g.create_entities([Entity("New", "t", ["x"])]),
+    "create_relations": lambda g: g.create_relations([Relation("Shop", "Ann", "employs")]),
+    "delete_entities": lambda g: g.delete_entities(["Shop"]),
+    "delete_relations": lambda g: g.delete_relations([("Ann", "Shop", "works on")]),
+}
+
+
+@pytest.mark.parametrize("final_newline", [True, False], ids=["final newline", "none"])
+@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+def test_a_file_saved_on_windows_keeps_its_crlf_line_ends(write, final_newline):
+    """Every line a write makes (rewritten, appended, the end a last line lacked) ends in CRLF like the file's own,
+    so Windows editors and git see no mixed line ends; unusable lines stay verbatim; the graph accounts for the lines
+    it wrote (sizes, hashes) as a fresh read of the file does."""
+    old = ("\ufeff" + UPSTREAM_FILE + "\nnot json" + "\n" * final_newline).replace("\n", "\r\n").encode()
+    graph = KnowledgeGraph.parse(old)
+    write(graph)
+    new = _apply(graph.plan(), old)
+    graph.written()
+    assert new.count(b"\n") == new.count(b"\r\n") == len(new.splitlines()) and b"\nnot json\r\n" in new
+    _same_layout(graph, KnowledgeGraph.parse(new))
+
+
+def test_a_file_with_lf_line_ends_gets_no_cr():
+    graph = KnowledgeGraph.parse(UPSTREAM_FILE)
+    for write in WRITES.values():
+        write(graph)
+    assert b"\r" not in _apply(graph.plan(), UPSTREAM_FILE.encode())
+
+
+@pytest.mark.parametrize(
+    ("data", "newline"),
+    [(b"", b"\n"), (b"a\r\nb\r\nc\n", b"\r\n"), (b"a\r\nb\nc\n", b"\n"), (b"a\r\nb\n", b"\n"), (b"a\r\nb", b"\r\n")],
+)
+def test_the_line_ending_written_is_that_of_most_lines_and_lf_for_a_new_file(data, newline):
+    assert newline_of(data) == newline
+    assert KnowledgeGraph.parse(data).newline == newline
+
+
+def test_a_file_that_was_empty_takes_the_line_ending_of_its_first_lines():
+    crlf = b'{"type":"entity","name":"Ann","entityType":"person","observations":[]}\r\n'
+    followed, _ = KnowledgeGraph.parse(b"").patched([len(crlf)], [crlf])
+    grown, _ = KnowledgeGraph.reread(crlf, KnowledgeGraph.parse(b""))
+    assert followed.newline == grown.newline == b"\r\n" and grown.built_by == "grown"
 
 
 def test_unknown_fields_survive_a_rewrite():
@@ -286,6 +342,12 @@ def _apply(plan, old: bytes) -> bytes:
     return b"".join(old[step[0] : step[1]] if isinstance(step, tuple) else step for step in plan)
 
 
+def _same_layout(graph: KnowledgeGraph, fresh: KnowledgeGraph) -> None:
+    """The graph accounts for the lines of its file (their sizes, CRs included, and hashes) as a fresh read does."""
+    assert [size for size in graph._layout.sizes if size] == list(fresh._layout.sizes)
+    assert graph._layout.line_hashes() == fresh._layout.line_hashes()
+
+
 def _same_graph(graph: KnowledgeGraph, expected: KnowledgeGraph) -> None:
     assert [e.to_dict() for e in graph.entity_list()] == [e.to_dict() for e in expected.entity_list()]
     assert list(graph.relations) == list(expected.relations)
@@ -334,14 +396,16 @@ def _edit(graph: KnowledgeGraph, kind: str, name: str, other: str) -> None:
         graph.delete_relations([(name, other, "r")])
 
 
-@given(st.lists(graph_lines, max_size=10), st.booleans(), edits, edits)
-def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, first, second):
+@given(st.lists(graph_lines, max_size=10), st.booleans(), st.sampled_from(["\n", "\r\n"]), edits, edits)
+def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, newline, first, second):
     """Whatever another writer did (its plan, recorded as segments), following it, or reading the file again
     with the old graph at hand, gives the graph a fresh parse gives; the records of unchanged lines are the same
-    objects; what changed is named; and a write on top of the followed graph writes the right file."""
+    objects; what changed is named; and a write on top of the followed graph writes the right file. A file with
+    CRLF line ends has only CRLF line ends after both writes."""
     from memory_server import delta
 
-    old = ("\n".join(lines) + ("\n" if final_newline and lines else "")).encode()
+    old = (newline.join(lines) + (newline if final_newline and lines else "")).encode()
+    crlf = b"\r\n" in old
     writer = KnowledgeGraph.parse(old)
     for step in first:
         _edit(writer, *step)
@@ -350,6 +414,8 @@ def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, f
     writer.written()
     fresh = KnowledgeGraph.parse(new)
     _same_graph(writer, fresh)
+    _same_layout(writer, fresh)
+    assert not crlf or new.count(b"\n") == new.count(b"\r\n")
     before = KnowledgeGraph.parse(old)
     segments = delta.of_plan(plan)
     followed = before.patched(segments, [new[a:b] for a, b in delta.new_ranges(segments)])
@@ -360,7 +426,10 @@ def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, f
             _edit(graph, *step)
         later = graph.plan()
         graph.written()
-        _same_graph(graph, KnowledgeGraph.parse(_apply(later, new)))
+        newer = _apply(later, new)
+        _same_graph(graph, KnowledgeGraph.parse(newer))
+        _same_layout(graph, KnowledgeGraph.parse(newer))
+        assert not crlf or newer.count(b"\n") == newer.count(b"\r\n")
     before = KnowledgeGraph.parse(old)
     again, changes = KnowledgeGraph.reread(new, before)
     _same_graph(again, fresh)

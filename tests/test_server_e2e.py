@@ -198,21 +198,29 @@ async def test_unparsable_lines_are_reported_and_survive(env, memory):
 
 async def test_a_file_saved_on_windows_is_read_whole_and_kept_byte_for_byte(env, memory):
     """An official memory.jsonl edited in Notepad or PowerShell 5: a byte-order mark, CRLF line ends. Every record
-    is read; a write to one record leaves every other line, the BOM on line 1 included, byte for byte."""
+    is read; a write to one record leaves every other line, the BOM on line 1 included, byte for byte; every line
+    written (rewritten, appended, by this server or by a second one following the file) ends in CRLF too."""
     first = b'\xef\xbb\xbf{"type":"entity","name":"Ann","entityType":"person","observations":["likes tea"]}\r\n'
     rest = (
         b'{"type":"entity","name":"Bo","entityType":"person","observations":[]}\r\n'
         b'{"type":"relation","from":"Ann","to":"Bo","relationType":"knows"}\r\n'
     )
     memory.write_bytes(first + rest)
-    async with connect(env) as s:
+    async with connect(env) as s, connect(env) as second:
         graph = await ok(s, "read_graph")
         assert [e["name"] for e in graph["entities"]] == ["Ann", "Bo"] and "warnings" not in graph
         assert (await ok(s, "search_nodes", query="tea", mode="keyword"))["entities"][0]["name"] == "Ann"
         await ok(s, "add_observations", observations=[{"entityName": "Bo", "contents": ["x"]}])
         assert memory.read_bytes().startswith(first) and memory.read_bytes().endswith(rest[-67:])
+        await ok(s, "create_entities", entities=[entity("Cy")])
+        assert await ok(second, "read_graph") == await ok(s, "read_graph")
+        await ok(second, "create_relations", relations=[relation("Cy", "Bo", "knows")])
+        await ok(second, "delete_observations", deletions=[{"entityName": "Bo", "observations": ["x"]}])
+        assert await ok(s, "read_graph") == await ok(second, "read_graph")
         await ok(s, "add_observations", observations=[{"entityName": "Ann", "contents": ["y"]}])
-    assert json.loads(memory.read_bytes().splitlines()[0])["observations"] == ["likes tea", "y"]
+    data = memory.read_bytes()
+    assert json.loads(data.splitlines()[0])["observations"] == ["likes tea", "y"]
+    assert data.count(b"\n") == data.count(b"\r\n") == 5
 
 
 async def test_nothing_but_protocol_on_stdout_and_logs_on_stderr(memory):

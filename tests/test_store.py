@@ -736,3 +736,50 @@ def test_a_store_in_use_is_not_released(tmp_path):
     with store.reading():
         assert _in_other_thread(store.release) is False
     assert store.release()
+
+
+WINDOWS_FILE = (
+    '\ufeff{"type":"entity","name":"e0","entityType":"t","observations":["about e0"]}\r\n'
+    '{"type":"entity","name":"e1","entityType":"t","observations":["about e1"]}\r\n'
+    "not json\r\n"
+    '{"type":"relation","from":"e0","to":"e1","relationType":"knows"}'  # the official server ends without a newline
+).encode()
+
+
+def test_a_file_saved_on_windows_keeps_its_crlf_line_ends_for_every_writer_and_follower(tmp_path):
+    """Our appends (append_checked) and rewrites (write_atomically) end their lines in CRLF like the file's own, and
+    so do a server's in another process; each server follows the other's writes from their new bytes alone, to the
+    graph a fresh read gives, and writes CRLF after it."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(WINDOWS_FILE)
+    store, other = GraphStore(path), GraphStore(path)
+    create(store, "appended")
+    assert path.read_bytes().startswith(WINDOWS_FILE)  # an append: every byte before it kept, the BOM too
+    names(other)
+    for write in (lambda g: g.add_observations([("e1", ["ours"])]), lambda g: g.delete_entities(["e0"])):
+        store.mutate(write)  # a rewrite
+        assert names(other) == names(GraphStore(path)) and other.last_load.how == "followed"
+    create(other, "by the other")
+    another_server(path, "create")  # another process: it reads the whole file, then appends
+    another_server(path, "observe")  # and rewrites
+    data = path.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n") == 5 and b"\nnot json\r\n" in data
+    fresh = KnowledgeGraph.parse(data)
+    for each in (store, other):
+        with each.reading() as graph:
+            assert [e.to_dict() for e in graph.entity_list()] == [e.to_dict() for e in fresh.entity_list()]
+        assert each.last_load.how == "followed"
+    assert fresh.entities["e1"].observations == ["about e1", "ours", "added by another process"]
+    store.mutate(lambda g: g.add_observations([("appended", ["after following"])]))
+    data = path.read_bytes()
+    assert data.count(b"\n") == data.count(b"\r\n")
+
+
+def test_a_file_with_lf_line_ends_is_written_with_lf_alone(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(WINDOWS_FILE.replace(b"\r\n", b"\n"))
+    store = GraphStore(path)
+    create(store, "appended")
+    store.mutate(lambda g: g.add_observations([("e1", ["ours"])]))
+    another_server(path, "create")
+    assert b"\r" not in path.read_bytes()

@@ -1,6 +1,7 @@
 """Property: after any sequence of tool calls, every line of the memory file that the calls did not change is still
 there, byte for byte and in its place, whatever its formatting, its unknown fields, its numbers (1e999,
-1.0000000000000000001) or whether it could be read at all. One long-lived server over stdio; each example starts
+1.0000000000000000001), its line end (in a file of CRLF lines, every line written ends so too) or whether it could
+be read at all. One long-lived server over stdio; each example starts
 it on a new file (put in place by rename, dated a minute back, as a file at rest). Entities a call did change keep
 their unknown fields byte for byte too."""
 
@@ -33,8 +34,9 @@ JUNK = ["not json", "[1, 2]", '{"type":"other"}', "", '{"type":"entity","name":1
 
 
 @st.composite
-def memory_files(draw: st.DrawFn) -> tuple[list[str], bool]:
-    """Lines of a memory file (entities, relations, unusable lines; names unique) and whether it ends in a newline."""
+def memory_files(draw: st.DrawFn) -> tuple[list[str], bool, str]:
+    """Lines of a memory file (entities, relations, unusable lines; names unique), whether it ends in a newline, and
+    its line ending (CRLF: saved by a Windows tool)."""
     names = draw(st.lists(st.sampled_from(NAMES), unique=True, max_size=5))
     lines = []
     for name in names:
@@ -51,7 +53,7 @@ def memory_files(draw: st.DrawFn) -> tuple[list[str], bool]:
         lines.append(f'{{"type":"relation","from":"{source}","to":"{target}","relationType":"r"{extra}}}')
     for junk in draw(st.lists(st.sampled_from(JUNK), max_size=3)):
         lines.insert(draw(st.integers(0, len(lines))), junk)
-    return draw(st.permutations(lines)), draw(st.booleans())
+    return draw(st.permutations(lines)), draw(st.booleans()), draw(st.sampled_from(["\n", "\r\n"]))
 
 
 names = st.sampled_from(NAMES + NEW_NAMES)
@@ -131,13 +133,16 @@ def put_in_place(path: Path, content: bytes) -> None:
 )
 @given(file=memory_files(), sequence=st.lists(calls, min_size=1, max_size=6))
 def test_lines_no_call_changed_stay_byte_for_byte(server, file, sequence):
-    lines, final_newline = file
-    content = "\n".join(lines) + ("\n" if final_newline and lines else "")
+    lines, final_newline, newline = file
+    content = newline.join(lines) + (newline if final_newline and lines else "")
     put_in_place(server.memory, content.encode())
     for tool, arg in sequence:
         answer = server.call_tool(tool, arguments(tool, arg))
         assert "result" in answer, answer
-    after = server.memory.read_bytes().decode("utf-8").split("\n")
+    data = server.memory.read_bytes()
+    if "\r\n" in content:  # every line, kept, rewritten or new, ends in CRLF like the file's own
+        assert data.count(b"\n") == data.count(b"\r\n"), data
+    after = data.decode("utf-8").replace("\r\n", "\n").split("\n")
     kept = [line for line in lines if unchanged(line, *touched_by(sequence)) and line.strip()]
     position = 0
     for line in kept:  # each unchanged line is there, byte for byte, in the same order
