@@ -15,7 +15,9 @@ the result from the second file. The files are merged record by record, never li
   exits 1 and git asks for a look;
 - lines that are not records are kept as they are (unless one side deleted them); blank lines are dropped;
 - the result is in the official format, one line per record: the records in the order of the side whose file
-  sorts first, then what only the other side has. Merging A into B or B into A gives the same bytes.
+  sorts first, then what only the other side has, with the line ending of our version (CRLF when most of its lines
+  end so; lines that are not records keep theirs). Merging A into B or B into A gives the same bytes (when
+  both end their lines alike).
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ from typing import Any
 
 from memory_server.errors import MemoryServerError
 from memory_server.files import write_atomically
-from memory_server.graph import Entity, KnowledgeGraph, Relation, UnusableLine, encode_entity, encode_relation
+from memory_server.graph import (
+    Entity,
+    KnowledgeGraph,
+    Relation,
+    UnusableLine,
+    encode_entity,
+    encode_relation,
+    newline_of,
+)
 
 DRIVER = "mcp-memory-contexts"  # the name in `.gitattributes` (merge=…) and in git's config (merge.<name>.…)
 MERGE_COMMAND = "merge-driver"
@@ -63,8 +73,9 @@ def merge(base: bytes, ours: bytes, theirs: bytes) -> MergeResult:
     for key in dict.fromkeys([*one, *two, *old]):
         merged[key] = _merge_record(old.get(key), one.get(key), two.get(key), conflicts, revivable)
     _revive_ends_of_relations(merged, old, revivable)
-    lines = [_text(record) for records in merged.values() for record in records]
-    return MergeResult("".join(line + "\n" for line in lines).encode("utf-8", "surrogateescape"), conflicts)
+    newline = newline_of(ours).decode()  # git takes the result from our file: it keeps that file's line ending
+    lines = [_text(record) + ("\n" if isinstance(record, str) else newline) for rs in merged.values() for record in rs]
+    return MergeResult("".join(lines).encode("utf-8", "surrogateescape"), conflicts)
 
 
 def merge_files(base: Path, ours: Path, theirs: Path) -> MergeResult:

@@ -131,6 +131,18 @@ def test_the_output_is_the_official_format_one_line_per_entity():
     assert result.data.decode() == e("Ann", "a", "b") + e("Bo")
 
 
+def test_the_output_keeps_the_line_ending_of_our_file():
+    """git takes the result from our file: a memory file saved on Windows (CRLF) stays CRLF, whoever wrote theirs;
+    a line that is not a record keeps its own ending."""
+    crlf = lambda text: text.replace("\n", "\r\n")  # noqa: E731
+    base = e("Ann", "a") + "{not json\n"
+    result = merged(crlf(base), crlf(base + e("Bo")), crlf(e("Ann", "a", "b") + "{not json\n"))
+    assert result.data.decode() == crlf(e("Ann", "a", "b") + "{not json\n" + e("Bo"))
+    ours, theirs = e("Ann", "a", "b"), e("Ann", "a") + e("Cy")
+    assert merging.merge(e("Ann", "a").encode(), crlf(ours).encode(), theirs.encode()).data.count(b"\r\n") == 2
+    assert b"\r" not in merging.merge(e("Ann", "a").encode(), ours.encode(), crlf(theirs).encode()).data
+
+
 # ---- properties ------------------------------------------------------------------------------------------------
 
 NAMES = ["Ann", "Bo", "Cy", "Dee"]
