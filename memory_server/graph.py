@@ -18,6 +18,7 @@ Each rebuild returns the `Changes` between the two graphs, which the store logs 
 from __future__ import annotations
 
 import itertools
+import unicodedata
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -183,17 +184,18 @@ class KnowledgeGraph(Following):
         return entities, self.relations_touching(e.name for e in entities)
 
     def names_like(self, missing: list[str], limit: int = 2) -> dict[str, list[str]]:
-        """For each of `missing` (names the graph lacks), up to `limit` names it may mean: the same ignoring case,
-        then names containing it ignoring case. One pass over the graph's names, however many there are."""
+        """For each of `missing` (names the graph lacks), up to `limit` names it may mean: the same ignoring case
+        and accents ("siobhan ni bhriain": "Siobhán Ní Bhriain"), then names containing it ignoring both. One pass
+        over the graph's names, however many there are."""
         known = list(self.entities)
-        folded = [name.casefold() for name in known]
+        folded = [_folded(name) for name in known]
         same: dict[str, list[str]] = {}
         for name, key in zip(known, folded, strict=True):
             same.setdefault(key, []).append(name)
         joined = JoinedText(folded)  # casefolded already, so its lower-casing changes nothing
         like: dict[str, list[str]] = {}
         for name in missing:
-            needle = name.casefold()
+            needle = _folded(name)
             found = list(same.get(needle, ()))[:limit]
             if needle and JoinedText.GAP not in needle:
                 containing = (known[n] for n in joined.holders(needle, limit + len(found)))
@@ -243,31 +245,48 @@ class KnowledgeGraph(Following):
             results.append((name, new))
         return results
 
-    def delete_entities(self, names: Iterable[str]) -> None:
+    def delete_entities(self, names: Iterable[str]) -> list[str]:
+        """Delete the named entities and their relations; returns the names the graph did not have."""
+        missing = []
         for name in dict.fromkeys(names):
             entity = self.entities.pop(name, None)
             if entity is None:
+                missing.append(name)
                 continue
             self._remove_record(entity)
             for relation in list(self._relations_of.get(name, {}).values()):
                 self._remove_relation(relation)
+        return missing
 
-    def delete_observations(self, deletions: Iterable[tuple[str, list[str]]]) -> None:
+    def delete_observations(self, deletions: Iterable[tuple[str, list[str]]]) -> list[tuple[str, list[str] | None]]:
+        """Delete observations, matched exactly; returns what was not there: (name, the observations the entity
+        does not have), or (name, None) for an entity the graph does not have."""
+        missing: list[tuple[str, list[str] | None]] = []
         for name, observations in deletions:
             entity = self.entities.get(name)
             if entity is None:
+                missing.append((name, None))
                 continue
-            doomed = set(observations)
+            doomed, had = set(observations), set(entity.observations)
             kept = [o for o in entity.observations if o not in doomed]
+            absent = [o for o in dict.fromkeys(observations) if o not in had]
+            if absent:
+                missing.append((name, absent))
             if len(kept) != len(entity.observations):
                 entity.observations = kept
                 self._changed(entity)
+        return missing
 
-    def delete_relations(self, keys: Iterable[tuple[str, str, str]]) -> None:
-        for key in keys:
+    def delete_relations(self, keys: Iterable[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Delete relations by (from, to, relationType); returns the keys the graph did not have."""
+        missing = []
+        for key in dict.fromkeys(keys):
             relation = self.relations.get(key)
-            if relation is not None:
+            if relation is None:
+                missing.append(key)
+            else:
                 self._remove_relation(relation)
+        return missing
 
     def plan(self) -> Plan:
         """The new content of the file, as ranges of the file on disk (unchanged lines, copied without being
@@ -414,6 +433,14 @@ class KnowledgeGraph(Following):
         for end in (relation.source, relation.target):
             self._relations_for(end).pop(relation.key, None)
         self._remove_record(relation)
+
+
+def _folded(name: str) -> str:
+    """`name` casefolded and without its accents (combining marks), as a person may type it."""
+    name = name.casefold()
+    if name.isascii():
+        return name
+    return "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
 
 
 def _text_of(record: Entity | Relation | UnusableLine) -> str:

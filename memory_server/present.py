@@ -51,15 +51,19 @@ def in_context(record: dict[str, Any], label: str, several: bool) -> dict[str, A
 def not_found(graph: KnowledgeGraph, names: list[str]) -> str:
     """The line that says which of `names` the graph lacks (the first few), with the names each may mean."""
     missing = [name for name in dict.fromkeys(names) if name not in graph.entities]
-    if not missing:
-        return ""
+    return names_missing(graph, missing) if missing else ""
+
+
+def names_missing(graph: KnowledgeGraph, missing: list[str], consequence: str = "") -> str:
+    """`Not found: 'maya' (did you mean 'Maya Okafor'?)`, for names the graph lacks (the first few), with what
+    followed from it (`consequence`: "so not deleted")."""
     like = graph.names_like(missing[:_NOT_FOUND_LISTED])
     shown = [
         echo(name) + (f" (did you mean {' or '.join(echo(n) for n in meant)}?)" if meant else "")
         for name, meant in like.items()
     ]
     more = f" and {len(missing) - len(shown):,} more" if len(missing) > len(shown) else ""
-    return f"Not found: {', '.join(shown)}{more}."
+    return f"Not found{', ' + consequence if consequence else ''}: {', '.join(shown)}{more}."
 
 
 _NOT_FOUND_LISTED = 3  # names not found that the line shows, each with what it may mean

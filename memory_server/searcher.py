@@ -47,7 +47,13 @@ def _memory_state(target: Target) -> tuple:
         return target.label, target.boost, target.store.path, target.store.version
 
 
-def _nothing_found(memories: int, mode: Mode, min_score: float | None) -> str:
+def _nothing_found(memories: int, mode: Mode, min_score: float | None, empty: bool = False) -> str:
+    """The note of a search that found nothing: what to try. `empty`: every memory searched holds no entity (a
+    new project's or worktree's memory), where other words would find nothing either."""
+    if empty and memories > 1:
+        return "every memory searched is empty (nothing saved in them yet)"
+    if empty:
+        return "this memory is empty (nothing saved in it yet); try another context, or context '*' for every memory"
     if min_score is not None:
         return f"no match scored {min_score} or more; try a lower minScore"
     where = "any memory searched" if memories > 1 else "this memory"
@@ -118,8 +124,10 @@ class Searcher:
         reader = slot.get() if slot is not None and embedder is not None else None
         pool = limit if reader is None or limit is None else max(limit, RERANK_POOL)
         hits: list[LabelledHit] = []
+        empty = True
         for target in targets:
             with target.store.reading() as graph:
+                empty = empty and not graph.entities
                 if mode == "keyword":
                     with self._using(KeywordIndex, target.store, graph) as keywords:
                         found = keywords.hits(query, limit)
@@ -141,7 +149,7 @@ class Searcher:
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
         if not hits:
-            note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score)]))
+            note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score, empty)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
         kept = hits[:limit] if limit is not None else hits
         return Outcome(kept, mode, model_name(embedder, reader), bool(embedder), note, len(targets))

@@ -24,7 +24,7 @@ from memory_server import __version__, context_results, everywhere, present, res
 from memory_server.budget import DEFAULT_MAX_RESULT_TOKENS, Budget
 from memory_server.contexts import Contexts, ResolvedContext, new_context
 from memory_server.errors import MemoryServerError
-from memory_server.graph import Entity, KnowledgeGraph, Relation
+from memory_server.graph import Entity, Relation
 from memory_server.handshake import SERVER_NAME, EarlyStart
 from memory_server.models import (
     EntitiesResult,
@@ -130,7 +130,7 @@ class MemoryTools:
         projectDir: ProjectDirArg = None,
     ) -> Annotated[CallToolResult, SuccessResult]:
         return await self._call(
-            ctx, context, projectDir, _deletion(lambda graph: graph.delete_entities(entityNames), "Entities")
+            ctx, context, projectDir, lambda resolved, store: writes.delete_entities(resolved, store, entityNames)
         )
 
     async def delete_observations(
@@ -142,7 +142,7 @@ class MemoryTools:
     ) -> Annotated[CallToolResult, SuccessResult]:
         pairs = [(d.entityName, list(d.observations)) for d in deletions]
         return await self._call(
-            ctx, context, projectDir, _deletion(lambda graph: graph.delete_observations(pairs), "Observations")
+            ctx, context, projectDir, lambda resolved, store: writes.delete_observations(resolved, store, pairs)
         )
 
     async def delete_relations(
@@ -154,7 +154,7 @@ class MemoryTools:
     ) -> Annotated[CallToolResult, SuccessResult]:
         keys = [(r.source, r.to, r.relationType) for r in relations]
         return await self._call(
-            ctx, context, projectDir, _deletion(lambda graph: graph.delete_relations(keys), "Relations")
+            ctx, context, projectDir, lambda resolved, store: writes.delete_relations(resolved, store, keys)
         )
 
     async def read_graph(
@@ -474,10 +474,6 @@ async def serve_stdio(server: MCPServer, early: EarlyStart | None = None) -> Non
     lowlevel = server._lowlevel_server  # noqa: SLF001 - what MCPServer.run_stdio_async does, with our transport
     async with stdio_transport(early) as (read, write):
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
-
-
-def _deletion(change: Callable[[KnowledgeGraph], None], what: str) -> Work:
-    return lambda resolved, store: writes.delete(resolved, store, change, what)
 
 
 def _error(

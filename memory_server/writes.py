@@ -3,11 +3,12 @@ No MCP in here: each function returns the structured content and the text.
 
 A creation's result echoes what it added, as the official server's does; an echo too long for the budget
 repeats only the first items, long texts shortened (the caller has just sent them all). A deletion's result is
-the official server's message.
+the official server's message, after a line naming what was not there to delete.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +24,8 @@ from memory_server.budget import (
     prefix_fitting,
 )
 from memory_server.contexts import ResolvedContext
-from memory_server.errors import listed
+from memory_server.errors import echo as quoted
+from memory_server.errors import listed, shortened
 from memory_server.graph import Entity, KnowledgeGraph, Relation
 from memory_server.results import Shaped
 from memory_server.store import GraphStore
@@ -63,13 +65,66 @@ def add_observations(
     return echo(added, "results", budget, "Added", counts)
 
 
-def delete(resolved: ResolvedContext, store: GraphStore, change: Callable[[KnowledgeGraph], None], what: str) -> Shaped:
-    """A deletion of entities, observations or relations (`what`), as `change` makes it."""
-    resolved.require_writable()
-    store.mutate(change)
-    message = f"{what} deleted successfully"
-    return {"success": True, "message": message}, message
+def delete_entities(resolved: ResolvedContext, store: GraphStore, names: list[str]) -> Shaped:
+    def change(graph: KnowledgeGraph) -> str:
+        missing = graph.delete_entities(names)
+        return present.names_missing(graph, missing, "so not deleted") if missing else ""
 
+    return _deleted(resolved, store, change, "Entities")
+
+
+def delete_observations(resolved: ResolvedContext, store: GraphStore, pairs: list[tuple[str, list[str]]]) -> Shaped:
+    def change(graph: KnowledgeGraph) -> str:
+        missing = graph.delete_observations(pairs)
+        names = [name for name, absent in missing if absent is None]
+        notes = [present.names_missing(graph, names, "so nothing was deleted from them")] if names else []
+        absent = [(name, observations) for name, observations in missing if observations is not None]
+        for name, observations in absent[:_MISSES_SHOWN]:
+            notes.append(f"Not among the observations of {quoted(name)}, so not deleted: {_quoted(observations)}.")
+        if len(absent) > _MISSES_SHOWN:
+            notes.append(f"And observations not found on {len(absent) - _MISSES_SHOWN:,} more entities.")
+        if absent:
+            shown = [shortened(name) for name, _ in absent[:_MISSES_SHOWN]]
+            notes.append(
+                "Observations match exactly, character for character: "
+                f"open_nodes(names={json.dumps(shown, ensure_ascii=False)}) shows them as saved."
+            )
+        return " ".join(notes)
+
+    return _deleted(resolved, store, change, "Observations")
+
+
+def delete_relations(resolved: ResolvedContext, store: GraphStore, keys: list[tuple[str, str, str]]) -> Shaped:
+    def change(graph: KnowledgeGraph) -> str:
+        missing = graph.delete_relations(keys)
+        if not missing:
+            return ""
+        shown = [f"{source} -{kind}-> {target}" for source, target, kind in missing]
+        return (
+            f"Not found, so not deleted: {listed(shown, 3)}. Relations match from, to and relationType exactly: "
+            "open_nodes on either end shows its relations."
+        )
+
+    return _deleted(resolved, store, change, "Relations")
+
+
+def _deleted(resolved: ResolvedContext, store: GraphStore, change: Callable[[KnowledgeGraph], str], what: str) -> Shaped:
+    """A deletion (`what`: entities, observations or relations) as `change` makes it: the official server's
+    answer, which says "deleted successfully" even when nothing matched; the text adds what `change` did not find
+    (a model that misquotes an observation would otherwise believe the old fact gone)."""
+    resolved.require_writable()
+    missed = store.mutate(change)
+    message = f"{what} deleted successfully"
+    return {"success": True, "message": message}, f"{missed}\n{message}" if missed else message
+
+
+def _quoted(values: list[str], limit: int = 3) -> str:
+    """Values for a note, each quoted (an observation may hold commas) and shortened: `'a', 'b' and 3 more`."""
+    shown = ", ".join(quoted(value) for value in values[:limit])
+    return shown + (f" and {len(values) - limit:,} more" if len(values) > limit else "")
+
+
+_MISSES_SHOWN = 3  # entities whose observations to delete were not found that a deletion's note names
 
 def echo(items: list[dict[str, Any]], key: str, budget: Budget, done: str, counts: dict[str, int]) -> Shaped:
     """A write's echo of what it added, as the official server gives it, or, when that is too long, with long

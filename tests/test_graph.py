@@ -258,6 +258,17 @@ def test_nothing_to_change_means_nothing_to_write():
     assert not graph.edits
 
 
+def test_deletions_return_what_was_not_there_to_delete():
+    graph = KnowledgeGraph.parse(UPSTREAM_FILE)
+    assert graph.delete_relations([("Ann", "Shop", "owns"), ("Ann", "Shop", "works on")]) == [("Ann", "Shop", "owns")]
+    missing = graph.delete_observations([("Ann", ["likes hiking", "likes hikes", "likes hikes"]), ("Nobody", ["x"])])
+    assert missing == [("Ann", ["likes hikes"]), ("Nobody", None)]
+    assert graph.entities["Ann"].observations == ["speaks français"]
+    assert graph.delete_observations([("Ann", ["speaks français"])]) == []
+    assert graph.delete_entities(["Shop", "Nobody", "Nobody", "ann"]) == ["Nobody", "ann"]
+    assert list(graph.entities) == ["Ann"]
+
+
 def test_open_nodes_returns_each_entity_once_in_file_order():
     graph = KnowledgeGraph.parse(UPSTREAM_FILE)
     entities, relations = graph.open_nodes(["Shop", "Ann", "Shop", "Ghost"])
@@ -457,3 +468,17 @@ def test_names_like_offers_the_same_name_ignoring_case_then_names_containing_it(
         "": [],
     }
     assert graph.names_like(["maya"], limit=3)["maya"] == ["Maya Okafor", "Maya's flat", "Mayan art"]
+
+
+def test_names_like_ignores_accents_as_people_type_names():
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(name, "t", []) for name in ["Siobhán Ní Bhriain", "Bríd", "Zoë Müller", "Ann"])
+    like = graph.names_like(["siobhan ni bhriain", "Siobhan", "BRID", "Zoe Muller", "muller", "Ånn"])
+    assert like == {
+        "siobhan ni bhriain": ["Siobhán Ní Bhriain"],
+        "Siobhan": ["Siobhán Ní Bhriain"],
+        "BRID": ["Bríd"],
+        "Zoe Muller": ["Zoë Müller"],
+        "muller": ["Zoë Müller"],
+        "Ånn": ["Ann"],
+    }

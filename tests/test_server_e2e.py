@@ -335,3 +335,43 @@ async def test_an_entity_not_found_says_what_was_meant_and_how_to_go_on(env, mem
     assert memory.read_bytes() == before
     assert "Entity with name luna not found. Did you mean 'Luna'?" in cased and "Nothing was changed." in cased
     assert "Entity with name Maya not found. Did you mean 'Maya Okafor'?" in ghost and "create_entities" in ghost
+
+
+async def test_a_deletion_that_matched_nothing_says_what_was_not_there(env, memory):
+    """The official server answers "deleted successfully" whatever matched; an agent that misquotes the fact it
+    replaces ("Lives in Bristol" for "Lives in Bristol, Redland") believes the old fact gone while it stays and
+    contradicts the new one. The official answer stays; the text first names what was not there."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Ann", "person", "Lives in Bristol, Redland", "likes tea")])
+        await ok(s, "create_entities", entities=[entity("Siobhán Ní Bhriain")])
+        await ok(s, "create_relations", relations=[relation("Ann", "Siobhán Ní Bhriain", "knows")])
+        before = memory.read_bytes()
+        observations = await call(
+            s,
+            "delete_observations",
+            deletions=[
+                {"entityName": "Ann", "observations": ["Lives in Bristol", "likes tea"]},
+                {"entityName": "ann", "observations": ["x"]},
+            ],
+        )
+        relations = await call(s, "delete_relations", relations=[relation("Ann", "Siobhan", "knows")])
+        entities = await call(s, "delete_entities", entityNames=["Siobhan Ni Bhriain", "Ghost"])
+        done = await call(s, "delete_entities", entityNames=["Siobhán Ní Bhriain"])
+    official = {"success": True, "message": "Observations deleted successfully"}
+    assert observations.structured_content == {**official, "context": observations.structured_content["context"]}
+    text = text_of(observations)
+    assert "Not found, so nothing was deleted from them: 'ann' (did you mean 'Ann'?)." in text
+    assert "Not among the observations of 'Ann', so not deleted: 'Lives in Bristol'." in text
+    assert 'open_nodes(names=["Ann"])' in text and "likes tea" not in text
+    assert text.endswith("\nObservations deleted successfully")
+    assert "Not found, so not deleted: Ann -knows-> Siobhan." in text_of(relations)
+    assert text_of(relations).endswith("\nRelations deleted successfully")
+    assert (
+        "Not found, so not deleted: 'Siobhan Ni Bhriain' (did you mean 'Siobhán Ní Bhriain'?), 'Ghost'."
+        in text_of(entities)
+    )
+    assert "Not found" not in text_of(done) and text_of(done).endswith("]\nEntities deleted successfully")
+    assert before != memory.read_bytes()  # 'likes tea' went, and Siobhán with her relation
+    assert jsonl(memory) == [
+        {"type": "entity", "name": "Ann", "entityType": "person", "observations": ["Lives in Bristol, Redland"]}
+    ]
