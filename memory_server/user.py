@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
+from memory_server.kinship import role_fit
 from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
 from memory_server.user_facts import (
@@ -256,8 +257,16 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     roles = sorted({role for found in by_role.values() for role in found})
     fit = embedder.encode(asked) @ embedder.encode(roles).T  # word x role
     column = {role: n for n, role in enumerate(roles)}
-    # How well each word fits each set of roles (many entities share one: "Hannah's colleague", "knows").
-    fits = {found: fit[:, [column[r] for r in found]].max(axis=1) for found in set(by_role.values())}
+    # How well each word fits each set of roles (many entities share one: "Hannah's colleague", "knows"); a kinship
+    # word by the relative its roles say, when they say one (memory_server.kinship: to a static model "daughter" is
+    # as near "parent" as "child").
+    fits = {}
+    for found in set(by_role.values()):
+        fits[found] = fit[:, [column[r] for r in found]].max(axis=1)
+        for w, word in enumerate(asked):
+            kept = role_fit(word, found)
+            if kept is not None:
+                fits[found][w] = kept
     # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
     # in a question without one, by any of its words ("who do I report to").
     choosing = list(range(len(asked)))

@@ -300,6 +300,18 @@ def test_stemming_variants_meet(tmp_path):
         ), query
 
 
+def test_words_meet_with_or_without_their_accents(tmp_path):
+    assert tokenize("Siobhán Ní Bhriain") == tokenize("siobhan ni bhriain")
+    assert tokenize("Müller café") == tokenize("Muller cafe")
+    slot = EmbedderSlot("none")  # keywords only: the words alone must meet
+    slot.start()
+    people = [Entity("Siobhán Ní Bhriain", "person", ["Runs the café on Quay St"]), Entity("Bob", "person", ["Bob"])]
+    store = store_with(tmp_path, "people", people)
+    for query in ("siobhan", "who runs the cafe"):
+        found = Searcher(slot).search([Target("m", store)], query, "hybrid", 10, None)
+        assert first(found)[0] == "Siobhán Ní Bhriain", query
+
+
 def test_an_exact_name_beats_a_longer_name_and_any_boost(tmp_path, bundled):
     first = store_with(tmp_path, "first", [Entity("Annex", "place", ["a storage building"])])
     second = store_with(tmp_path, "second", [Entity("Ann", "person", ["a nurse"])])

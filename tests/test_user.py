@@ -226,6 +226,15 @@ def test_terse_notes_answer_first_person_questions(tmp_path, bundled, question, 
     assert answer in found[:3], found
 
 
+def test_a_question_about_a_daughter_finds_the_users_child_not_their_mother(tmp_path, bundled):
+    # To the static model "daughter" is as near "parent" as "child": the mother's birthday came first.
+    entities = [*TERSE, Entity("Roisin Brennan", "person", ["b. 30 May 2021", "Little Acorns creche"])]
+    relations = [*TERSE_RELATIONS, Relation("default_user", "Roisin Brennan", "parent_of")]
+    found = search(tmp_path, bundled, [*entities, *distractors()], relations, "when is my daughter's birthday")
+    assert ("Roisin Brennan", "b. 30 May 2021") in found, found
+    assert ("Brid Gallagher", "Turns 68 on 9 Jan") not in found, found  # was first
+
+
 def test_the_user_is_every_entity_named_with_their_first_name_and_surname():
     """At home the memory knows the user by a first name ("Rosa", with her full name as a note), at work by first
     name and surname, or by a nickname the notes give ("goes by Tom"): one user. A relative who shares the surname
