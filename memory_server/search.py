@@ -1,5 +1,5 @@
-"""Ranking memories for a query: keyword (the official server's substring match), lexical BM25, semantic cosine,
-and their blend, within one graph or across every context.
+"""Ranking one memory for a query: lexical BM25, semantic cosine, and their blend (keyword mode, the official
+server's substring match, is keyword.py's).
 
 A graph is indexed as documents: one per entity for its name and type, one per observation (with the entity's
 name in front, which the embedding needs to know who an observation is about). Vectors are L2-normalised, so a
@@ -15,10 +15,8 @@ How a query is ranked (each step measured on bench/personal_memory.py and bench/
 - a first-person question ("where do I live", "who is my boss") prefers the user's own observations, and raises
   the facts of the entity whose role for the user fits the question (memory_server.user): memories are written
   about the user in the third person;
-- one cut-off for all the contexts searched: matches under a share of the best match anywhere are left out, so a
-  question the memory cannot answer returns nothing;
-- the current project's preference multiplies the scores of relevant hits only, so it settles near ties and never
-  brings back a hit the cut-off left out.
+- the cut-off (hits.py, one for all the memories a search reads: searcher.py) leaves out matches under a share of
+  the best match anywhere, so a question the memory cannot answer returns nothing.
 """
 
 from __future__ import annotations
