@@ -95,7 +95,8 @@ class KnowledgeGraph(Following):
         self._on_disk = 0
         self._dirty: set[int] = set()
         self._ends_with_newline = True
-        self._ended_hash = 0  # a last line without a newline: its hash once a write gives it one (see `written`)
+        self._end = b"\n"  # what a write adds to a last line without a newline (see `reread`)
+        self._ended_hash = 0  # that line's hash once a write ends it (see `written`)
         self.newline = b"\n"  # the file's line ending (jsonl.newline_of), for the lines this graph writes
         self._private: set[str] | None = None  # see `_relations_for`
         self._collided = False  # a name was met twice while placing lines: see `patched`
@@ -144,8 +145,9 @@ class KnowledgeGraph(Following):
         graph._layout = Layout(sizes, hashes)
         graph._ends_with_newline = ends_with_newline
         graph.newline = newline_of(data)
-        if not ends_with_newline:
-            graph._ended_hash = hash(raw[-1] + graph.newline[:-1])
+        if not ends_with_newline:  # a last line that kept its CR lacks only the LF of its CRLF
+            graph._end = b"\n" if raw[-1].endswith(b"\r") else graph.newline
+            graph._ended_hash = hash(raw[-1] + graph._end[:-1])
         graph._on_disk = len(graph.records)
         return graph, (graph._changes_from(previous) if previous is not None else None)
 
@@ -307,7 +309,7 @@ class KnowledgeGraph(Following):
         if copied_to < self._on_disk:
             plan.append((at, self._layout.offset(self._on_disk)))
             if not self._ends_with_newline:
-                plan.append(self.newline)
+                plan.append(self._end)
         plan.extend(_line_bytes(record, self.newline) for record in self.edits.appended)
         return plan
 
@@ -319,7 +321,7 @@ class KnowledgeGraph(Following):
             self._layout.set(slot, len(line), hash(line[:-1]) if line else 0)
         last = self._on_disk - 1
         if self._on_disk and not self._ends_with_newline and last not in self._dirty:
-            self._layout.set(last, self._layout.sizes[last] + len(self.newline), self._ended_hash)
+            self._layout.set(last, self._layout.sizes[last] + len(self._end), self._ended_hash)
         for record in self.edits.appended:
             line = _line_bytes(record, self.newline)
             self._layout.set(record.slot, len(line), hash(line[:-1]))

@@ -140,7 +140,7 @@ def read_source(path: Path, declared: str | None = None) -> Source:
     """Read a file to import; `declared` ('official' or 'aim', None to tell from the first line) must match it."""
     if path.is_dir():
         raise ImportFileError(_folder_advice(path))
-    text = read_input(path, "import").decode("utf-8", "surrogateescape")
+    text = _without_bom(read_input(path, "import").decode("utf-8", "surrogateescape"))
     document = _json_document(text)
     if document is not None:
         if declared == "aim":
@@ -276,6 +276,7 @@ def apply_import(graph: KnowledgeGraph, records: list[Entity | Relation]) -> Imp
 
 def foreign_kind(text: str) -> str | None:
     """What a file that is not a memory file is, when `import` can read it: for `check` to say so."""
+    text = _without_bom(text)
     if _json_document(text) is not None:
         return "a JSON document of entities and relations"
     first = next((line for line in text.split("\n", 5) if line.strip()), "")
@@ -310,6 +311,12 @@ def _from_document(path: Path, document: dict[str, Any]) -> Source:
             except ValueError as problem:
                 source.problems.append(Problem(f"{key}[{number}]", str(problem)))
     return source
+
+
+def _without_bom(text: str) -> str:
+    # Windows tools (PowerShell 5's `Set-Content -Encoding UTF8`, Notepad before 2019) start a file with a
+    # byte-order mark, which json.loads refuses: a JSON document or a store's marker line would not be recognised.
+    return text.removeprefix("\ufeff")
 
 
 def _is_aim_marker(line: str) -> bool:

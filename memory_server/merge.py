@@ -3,7 +3,8 @@
 git runs `mcp-memory-contexts merge-driver %O %A %B` with the common ancestor, our version and theirs, and takes
 the result from the second file. The files are merged record by record, never line by line:
 
-- an entity is known by its name, a relation by (from, to, relationType), any other line by its text;
+- an entity is known by its name, a relation by (from, to, relationType), any other line by its text (without
+  the CR of a CRLF line end, so a side saved with the other line ending has the same lines);
 - what one side added is kept (both sides' additions when both added), what one side deleted is gone;
 - a record changed on both sides is merged field by field, and an entity's observations one by one: added on
   either side, kept; deleted on either side, gone;
@@ -16,8 +17,8 @@ the result from the second file. The files are merged record by record, never li
 - lines that are not records are kept as they are (unless one side deleted them); blank lines are dropped;
 - the result is in the official format, one line per record: the records in the order of the side whose file
   sorts first, then what only the other side has, with the line ending of our version (CRLF when most of its lines
-  end so; lines that are not records keep theirs). Merging A into B or B into A gives the same bytes (when
-  both end their lines alike).
+  end so; lines that are not records keep theirs, as our file has them when it has them). Merging A into B or B
+  into A gives the same bytes (when both end their lines alike).
 """
 
 from __future__ import annotations
@@ -74,7 +75,12 @@ def merge(base: bytes, ours: bytes, theirs: bytes) -> MergeResult:
         merged[key] = _merge_record(old.get(key), one.get(key), two.get(key), conflicts, revivable)
     _revive_ends_of_relations(merged, old, revivable)
     newline = newline_of(ours).decode()  # git takes the result from our file: it keeps that file's line ending
-    lines = [_text(record) + ("\n" if isinstance(record, str) else newline) for rs in merged.values() for record in rs]
+    mine = one if first is ours else two  # a line that is not a record keeps its bytes as our file has them
+    lines = [
+        mine.get(key, record) + "\n" if isinstance(record, str) else _text(record) + newline
+        for key, records in merged.items()
+        for record in records
+    ]
     return MergeResult("".join(lines).encode("utf-8", "surrogateescape"), conflicts)
 
 
@@ -218,11 +224,13 @@ def _records(data: bytes) -> dict[Key, Record]:
         elif isinstance(record, Relation):
             records.setdefault(("relation", *record.key), record)
         elif isinstance(record, UnusableLine) and record.text.strip():
-            records.setdefault(("line", record.text), record.text)
+            records.setdefault(("line", record.text.removesuffix("\r")), record.text)
     return records
 
 
 def _same(a: Record | None, b: Record | None) -> bool:
+    if isinstance(a, str) and isinstance(b, str):
+        return a.removesuffix("\r") == b.removesuffix("\r")  # one line, whatever its line ending
     if isinstance(a, Entity) and isinstance(b, Entity):
         return (a.entity_type, a.observations, a.extra) == (b.entity_type, b.observations, b.extra)
     if isinstance(a, Relation) and isinstance(b, Relation):

@@ -218,6 +218,20 @@ def neighbourhood(graph: KnowledgeGraph, names: Iterable[str], depth: int) -> li
     return found
 
 
+def neighbourhood_relations(graph: KnowledgeGraph, names: Iterable[str], entities: list[Entity]) -> list[Relation]:
+    """The relations shown with a neighbourhood of `names` (`entities`), in file order: those between two of its
+    entities, and every relation of a named one (as depth 0, the official answer, gives them, one to an entity the
+    file lacks included). Not those from its outer ring to entities further out, which would read as edges to
+    entities that do not exist: a larger depth, or open_nodes of that entity, shows them."""
+    shown = {entity.name for entity in entities}
+    named = shown.intersection(names)
+    return [
+        relation
+        for relation in graph.relations_touching(shown)
+        if (relation.source in shown and relation.target in shown) or not named.isdisjoint(relation.key[:2])
+    ]
+
+
 def fingerprint_of(keys: Iterable[str]) -> str:
     """A short digest of keys in order: what a cursor checks that its listing is still the same."""
     return _digest("\x1e".join(keys))

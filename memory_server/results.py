@@ -36,6 +36,7 @@ from memory_server.paging import (
     arguments_digest,
     cached,
     neighbourhood,
+    neighbourhood_relations,
 )
 from memory_server.search import LabelledHit, Outcome, ranked_entities
 from memory_server.stats import degrees, overview
@@ -124,7 +125,7 @@ def _opened(
         entities, relations = graph.open_nodes(names)
     else:
         entities = neighbourhood(graph, names, depth)
-        relations = graph.relations_touching(e.name for e in entities)
+        relations = neighbourhood_relations(graph, names, entities)
     if cursor_text is None:
         whole = _whole(entities, relations, budget)
         if whole is not None:

@@ -118,6 +118,20 @@ def test_a_file_saved_on_windows_keeps_its_crlf_line_ends(write, final_newline):
     _same_layout(graph, KnowledgeGraph.parse(new))
 
 
+@pytest.mark.parametrize("write", [WRITES["create_entities"], WRITES["add_observations"]], ids=["append", "rewrite"])
+def test_a_last_line_cut_between_its_cr_and_lf_is_ended_by_the_lf_alone(write):
+    """A CRLF file whose last line lost its LF (a save cut short, a tool that wrote the CR and the LF apart) still
+    ends in its CR: a write ends it with LF alone, as CRLF, never with a second CR (`\r\r\n`, which Windows
+    editors show as an extra line break and git as a change)."""
+    old = UPSTREAM_FILE.replace("\n", "\r\n").encode() + b"\r"
+    graph = KnowledgeGraph.parse(old)
+    write(graph)
+    new = _apply(graph.plan(), old)
+    graph.written()
+    assert b"\r\r" not in new and new.count(b"\n") == new.count(b"\r\n") == len(new.splitlines())
+    _same_layout(graph, KnowledgeGraph.parse(new))
+
+
 def test_a_file_with_lf_line_ends_gets_no_cr():
     graph = KnowledgeGraph.parse(UPSTREAM_FILE)
     for write in WRITES.values():

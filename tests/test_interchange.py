@@ -85,6 +85,24 @@ def test_read_source_tells_the_three_shapes_apart(tmp_path: Path):
         read_source(tmp_path / "missing.jsonl")
 
 
+def test_read_source_reads_files_saved_on_windows_with_a_byte_order_mark_and_crlf(tmp_path: Path):
+    """PowerShell 5 (`ConvertTo-Json | Set-Content -Encoding UTF8`) and Notepad before 2019 start a file with a
+    byte-order mark and end its lines in CRLF: a JSON document, or a store whose first line is the marker, is still
+    read as what it is (and `check` names it), like a memory file saved so."""
+    document = tmp_path / "graph.json"
+    text = json.dumps({"entities": [{"name": "A", "entityType": "t", "observations": ["o"]}], "relations": []}, indent=2)
+    document.write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
+    source = read_source(document)
+    assert (source.kind, [e.name for e in source.records], source.problems) == ("JSON document", ["A"], [])
+    aim = tmp_path / "memory-work.jsonl"
+    aim.write_bytes(b'\xef\xbb\xbf{"type":"_aim","source":"mcp-knowledge-graph"}\r\n'
+                    b'{"type":"entity","name":"B","entityType":"t","observations":[]}\r\n')  # fmt: skip
+    source = read_source(aim, "aim")
+    assert (source.kind, [e.name for e in source.records], source.problems) == ("mcp-knowledge-graph store", ["B"], [])
+    assert foreign_kind(document.read_bytes().decode()) == "a JSON document of entities and relations"
+    assert foreign_kind(aim.read_bytes().decode()) == "an mcp-knowledge-graph store"
+
+
 def test_read_source_reports_bad_items_where_they_are(tmp_path: Path):
     lines = tmp_path / "bad.jsonl"
     lines.write_bytes(b'{"type":"entity","name":"A","entityType":"t","observations":[]}\n\n{oops\n{"type":"x"}\n')

@@ -143,6 +143,33 @@ def test_the_output_keeps_the_line_ending_of_our_file():
     assert b"\r" not in merging.merge(e("Ann", "a").encode(), ours.encode(), crlf(theirs).encode()).data
 
 
+ENDINGS = {"LF": lambda text: text, "CRLF": lambda text: text.replace("\n", "\r\n")}
+
+
+@pytest.mark.parametrize("ours_ending", ENDINGS)
+@pytest.mark.parametrize("theirs_ending", ENDINGS)
+def test_a_line_that_is_not_a_record_is_one_line_whatever_its_line_ending(ours_ending, theirs_ending):
+    """A line the server cannot read (here a differing second version, as a conflict leaves it) is known by its text,
+    not by its line ending: when one side's file was saved with the other ending (a Windows editor, git without
+    core.autocrlf), a deletion on the other side is still applied, a line both sides added is kept once, and a line
+    neither side changed keeps the bytes of our file."""
+    ours_of, theirs_of = ENDINGS[ours_ending], ENDINGS[theirs_ending]
+    second = e("Ann", "a", entity_type="robot")
+    for base_of in ENDINGS.values():
+
+        def merge(base: str, ours: str, theirs: str) -> bytes:
+            return merging.merge(base_of(base).encode(), ours_of(ours).encode(), theirs_of(theirs).encode()).data
+
+        start = e("Ann", "a") + second
+        assert b"robot" not in merge(start, e("Ann", "a"), start + e("Bo")), "a line our side deleted came back"
+        assert b"robot" not in merge(start, start + e("Bo"), e("Ann", "a")), "a line their side deleted came back"
+        kept = merge(start, start + e("Bo"), start + e("Cy"))
+        assert kept.count(b"robot") == 1 and ours_of(second).encode() in kept
+        added = merge(e("Ann", "a"), e("Ann", "a") + second, e("Ann", "a") + second + e("Bo"))
+        assert added.count(b"robot") == 1, "a line both sides added is there twice"
+        assert ours_of(second).encode() in added
+
+
 # ---- properties ------------------------------------------------------------------------------------------------
 
 NAMES = ["Ann", "Bo", "Cy", "Dee"]
@@ -285,6 +312,23 @@ def test_a_real_conflict_stops_the_merge_with_a_valid_memory_file(tmp_path):
     assert done.returncode != 0 and "entityType" in done.stdout + done.stderr
     text = (repo / MEMORY).read_text()
     assert "<<<<<<<" not in text and "robot" in text and "human" in text
+
+
+def test_a_line_deleted_on_our_side_stays_deleted_when_theirs_was_saved_with_crlf(tmp_path):
+    """Real git without core.autocrlf: main deletes the second version a conflict left; on feature, a Windows editor
+    saved the file with CRLF line ends. The merge keeps the deletion and main's LF line ends."""
+    repo = new_repository(tmp_path / "repo")
+    assert install(repo).returncode == 0
+    second = e("Ann", "a", entity_type="robot")
+    commit_file(repo, MEMORY, e("Ann", "a") + e("Bo") + second, "memory after a conflict")
+    git(repo, "checkout", "-q", "-b", "feature")
+    (repo / MEMORY).write_bytes((e("Ann", "a") + e("Bo", "x") + second).replace("\n", "\r\n").encode())
+    git(repo, "commit", "-q", "-am", "saved on Windows")
+    git(repo, "checkout", "-q", "main")
+    commit_file(repo, MEMORY, e("Ann", "a") + e("Bo"), "the conflict resolved")
+    done = git(repo, "merge", "--no-edit", "feature", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (repo / MEMORY).read_bytes() == (e("Ann", "a") + e("Bo", "x")).encode()
 
 
 def test_install_is_idempotent_and_local(tmp_path):

@@ -196,6 +196,24 @@ def test_open_nodes_depth_and_pages(graph_2000):
         results.open_nodes(graph_2000, budget, every[:5], 0, structured_cursor(graph_2000, budget, every), "default")
 
 
+def test_open_nodes_with_depth_shows_no_relation_to_an_entity_it_does_not_show():
+    """A neighbourhood is a subgraph: with depth, the relations shown are those between shown entities, and every
+    relation of a named entity (what depth 0, the official answer, gives; a relation to an entity the file lacks
+    included). A relation from the outer ring to an entity further out would read as an edge to nothing."""
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(name, "t", []) for name in ["A", "B", "C", "D", "E"])
+    chain = [Relation("A", "B", "r"), Relation("C", "B", "r"), Relation("C", "D", "r"), Relation("D", "E", "r")]
+    graph.create_relations([*chain, Relation("B", "D", "r"), Relation("A", "Gone", "r")], require_ends=False)
+
+    def opened(depth: int) -> tuple[list[str], list[tuple[str, str]]]:
+        structured, _ = results.open_nodes(graph, Budget(), ["A"], depth, None, "default")
+        return [e["name"] for e in structured["entities"]], [(r["from"], r["to"]) for r in structured["relations"]]
+
+    assert opened(0) == (["A"], [("A", "B"), ("A", "Gone")])  # the official answer
+    assert opened(1) == (["A", "B"], [("A", "B"), ("A", "Gone")])
+    assert opened(2) == (["A", "B", "C", "D"], [("A", "B"), ("C", "B"), ("C", "D"), ("B", "D"), ("A", "Gone")])
+
+
 def structured_cursor(graph, budget, names) -> str:
     return results.open_nodes(graph, budget, names, 0, None, "default")[0]["nextCursor"]
 
