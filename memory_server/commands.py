@@ -34,8 +34,9 @@ from memory_server.embeddings import EmbedderSlot
 from memory_server.errors import MemoryServerError
 from memory_server.graph import Entity, KnowledgeGraph, Relation, json_line
 from memory_server.output import StdoutError, silence, write_output, write_stdout
+from memory_server.present import counted, totals_text
 from memory_server.project import DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, ProjectNotFoundError, find_project
-from memory_server.searcher import Searcher, Target
+from memory_server.searcher import Searcher, Target, Wording
 from memory_server.stats import dangling_relations, figures, totals
 from memory_server.store import GraphStore
 from memory_server.unusable import fixes
@@ -44,6 +45,12 @@ from memory_server.view import render_page
 
 OK, PROBLEMS, USAGE, FAILED, INTERRUPTED = 0, 1, 2, 3, 130
 EVERY_CONTEXT = "*"
+SEARCH_WORDS = Wording(  # what a search's note suggests, as options of `search`
+    keyword="--mode keyword",
+    other_context="another --context",
+    every_context="--context '*'",
+    empty_query="give the words to look for (`export --format markdown` shows everything)",
+)
 
 
 @dataclass
@@ -107,7 +114,7 @@ def run(
     except MemoryServerError as problem:
         if isinstance(problem, StdoutError):
             silence(out)
-        print(f"error: {problem}", file=err)
+        print(f"error: {_for_people(problem, options)}", file=err)
         return FAILED
     except KeyboardInterrupt:
         print("interrupted", file=err)
@@ -121,8 +128,8 @@ def run(
 
 
 def contexts_command(run: Run) -> int:
-    listing = present.contexts_listing(run.contexts)
-    project = _project_here(run.contexts)
+    listing = present.contexts_listing(run.contexts, word=lambda problem: _for_people(problem, run.options, True))
+    project = _project_here(run.contexts, run.options)
     if run.options.json:
         run.json({**listing, "project": project})
         return OK
@@ -144,14 +151,15 @@ def search_command(run: Run) -> int:
             embedder.on_progress = _ProgressBar(run.err, "Embedding the memory (once; kept in the vector cache)")
     if o.context == EVERY_CONTEXT:
         searched, targets, skipped = everywhere.searchable(run.contexts, None, o.project_boost)
-        for name, why in skipped:  # one broken file never hides the other memories
-            run.warn(f"not searched: {name}: {why}")
+        for name, problem in skipped:  # one broken file never hides the other memories
+            run.warn(f"not searched: {name}: {_for_people(problem, o, brief=True)}")
         header = f"{EVERY_CONTEXT} → {', '.join(r.name for r in searched) or 'no context'}"
     else:
         searched = [run.context()]
         targets = [Target(searched[0].name, run.contexts.store(searched[0]))]
         header = f"{searched[0].name} → {searched[0].path}"
-    outcome = Searcher(slot).search(targets, o.query, o.mode, o.limit + 1, None)  # one more: is there more?
+    searcher = Searcher(slot, words=SEARCH_WORDS)
+    outcome = searcher.search(targets, o.query, o.mode, o.limit + 1, None)  # one more: is there more?
     more = len(outcome.hits) > o.limit
     outcome.hits = outcome.hits[: o.limit]
     for target in targets:
@@ -209,7 +217,7 @@ def stats_command(run: Run) -> int:
         return OK
     where = f"{resolved.path} ({_size(size)})" if size is not None else f"{resolved.path} (no file yet)"
     run.say(f"{resolved.name} → {where}")
-    run.say(f"  {stats['entities']} entities, {stats['relations']} relations, {stats['observations']} observations")
+    run.say(f"  {totals_text(stats)}")
     for label, key in (("Entity types", "entityTypes"), ("Relation types", "relationTypes")):
         if stats[key]:
             run.say(f"  {label}: " + ", ".join(f"{name} {count}" for name, count in stats[key]))
@@ -236,9 +244,9 @@ def export_command(run: Run) -> int:
         skipped = len(graph.skipped_lines())
         dangling = dangling_relations(graph) if o.format == "graphml" else 0
     if skipped:
-        run.warn(f"{_count(skipped, 'unusable line')} of {resolved.path} not exported (`check` lists them).")
+        run.warn(f"{counted(skipped, 'unusable line')} of {resolved.path} not exported (`check` lists them).")
     if dangling:
-        run.warn(f"{_count(dangling, 'relation')} to a missing entity left out: GraphML edges must join two nodes.")
+        run.warn(f"{counted(dangling, 'relation')} to a missing entity left out: GraphML edges must join two nodes.")
     if o.out is None:
         run.write(text)
         return OK
@@ -256,7 +264,7 @@ def import_command(run: Run) -> int:
         for problem in source.problems:
             print(f"{o.file} {problem.where}: {problem.reason}", file=run.err)
         print(
-            f"Nothing was imported: {_count(len(source.problems), 'part')} of {o.file} cannot be read (above). "
+            f"Nothing was imported: {counted(len(source.problems), 'part')} of {o.file} cannot be read (above). "
             "Fix or delete them and import again: an import leaves nothing out silently.",
             file=run.err,
         )
@@ -286,7 +294,7 @@ def import_command(run: Run) -> int:
         )
         return OK
     run.say(
-        f"{'Dry run: ' if o.dry_run else ''}{o.file} ({source.kind}, {_count(len(source.records), 'record')}) "
+        f"{'Dry run: ' if o.dry_run else ''}{o.file} ({source.kind}, {counted(len(source.records), 'record')}) "
         f"into context '{resolved.name}' ({resolved.path}):"
     )
     run.say("  " + _import_line(summary, o.dry_run))
@@ -294,7 +302,7 @@ def import_command(run: Run) -> int:
         run.say(f"  kept as it is: {conflict} (the file's observations are merged)")
     if plan.dangling:
         run.say(
-            f"  {_count(plan.dangling, 'relation')} naming an entity that neither has: "
+            f"  {counted(plan.dangling, 'relation')} naming an entity that neither has: "
             f"{'would be ' if o.dry_run else ''}kept as the file has them."
         )
     if o.dry_run:
@@ -305,14 +313,14 @@ def import_command(run: Run) -> int:
 def _import_line(summary: dict[str, Any], dry_run: bool) -> str:
     parts = []
     if summary["entitiesAdded"]:
-        observations = _count(summary["observationsOfNewEntities"], "observation")
-        parts.append(f"{_count(summary['entitiesAdded'], 'entity')} ({observations})")
+        observations = counted(summary["observationsOfNewEntities"], "observation")
+        parts.append(f"{counted(summary['entitiesAdded'], 'entity')} ({observations})")
     if summary["observationsAdded"]:
-        extended = _count(summary["entitiesExtended"], "entity")
-        parts.append(f"{_count(summary['observationsAdded'], 'observation')} to {extended} already there")
+        extended = counted(summary["entitiesExtended"], "entity")
+        parts.append(f"{counted(summary['observationsAdded'], 'observation')} to {extended} already there")
     if summary["relationsAdded"]:
-        parts.append(_count(summary["relationsAdded"], "relation"))
-    there = f"{_count(summary['alreadyThere'], 'record')} already there"
+        parts.append(counted(summary["relationsAdded"], "relation"))
+    there = f"{counted(summary['alreadyThere'], 'record')} already there"
     if not parts:
         return f"nothing new: {there}."
     return f"{'would add' if dry_run else 'added'} " + ", ".join(parts) + f"; {there}."
@@ -344,16 +352,16 @@ def check_command(run: Run) -> int:
     if not report["exists"]:
         run.say(f"{path}: no file yet (an empty memory).")
         return OK
-    run.say(
-        f"{path}: {report['entities']} entities, {report['relations']} relations, "
-        f"{report['observations']} observations; {_count(len(skipped), 'unusable line') if skipped else 'no unusable lines'}."
-    )
+    unusable = counted(len(skipped), "unusable line") if skipped else "no unusable lines"
+    run.say(f"{path}: {totals_text(report)}; {unusable}.")
     for line in skipped:
         run.say(f"  line {line.line_number}: {line.reason}")
-    if report["duplicatesMerged"]:
-        run.say(f"  {report['duplicatesMerged']} duplicate lines are merged into the first (on the next write).")
-    if report["danglingRelations"]:
-        run.say(f"  {report['danglingRelations']} relations name an entity the file does not have.")
+    if duplicates := report["duplicatesMerged"]:
+        are = "is" if duplicates == 1 else "are"
+        run.say(f"  {counted(duplicates, 'duplicate line')} {are} merged into the first (on the next write).")
+    if dangling := report["danglingRelations"]:
+        name = "names" if dangling == 1 else "name"
+        run.say(f"  {counted(dangling, 'relation')} {name} an entity the file does not have.")
     if foreign:
         run.say(f"  This is {foreign}, not a memory file: `import {path}` reads it.")
     elif skipped:
@@ -370,7 +378,7 @@ def view_command(run: Run) -> int:
     resolved = run.context()
     with run.reading(resolved) as graph:
         page = render_page(graph, resolved.name, resolved.path)
-        counts = f"{len(graph.entities)} entities, {len(graph.relations)} relations"
+        counts = f"{counted(len(graph.entities), 'entity')}, {counted(len(graph.relations), 'relation')}"
     target = Path(os.path.abspath(o.out or view_folder() / f"{resolved.name}.html"))
     write_output(target, _encoded(page), run.contexts)
     run.say(str(target))
@@ -414,11 +422,10 @@ class _ProgressBar:
             self.bar = None
 
 
-def _project_here(contexts: Contexts) -> dict[str, Any]:
+def _project_here(contexts: Contexts, options: argparse.Namespace) -> dict[str, Any]:
     start = contexts.start()
     try:
-        origin = "--project-dir" if contexts.project_dir is not None else "the current folder"
-        project = find_project(start.folder, DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, origin=origin)
+        project = find_project(start.folder, DEFAULT_MARKERS, DEFAULT_MAX_DEPTH, origin=_origin(options))
     except ProjectNotFoundError as problem:
         tried = ", ".join(str(p) for p in problem.tried)
         reason = f"none of {tried} has a project marker ({', '.join(DEFAULT_MARKERS[:4])}, ...)"
@@ -426,6 +433,26 @@ def _project_here(contexts: Contexts) -> dict[str, Any]:
             reason = f"{problem.reason()}; run this in a project folder, or give --project-dir DIR"
         return {"start": str(start.folder), "root": None, "marker": None, "reason": reason}
     return {"start": str(start.folder), "root": str(project.root), "marker": project.marker}
+
+
+def _for_people(problem: MemoryServerError, options: argparse.Namespace, brief: bool = False) -> str:
+    """A core error as a person at the command line reads it. A project not found is said in the command's terms
+    (the core's text speaks to a model calling tools: its projectDir argument, set_active_context); `brief`: the
+    reason alone, in a list."""
+    if not isinstance(problem, ProjectNotFoundError):
+        return str(problem)
+    reason = problem.reason(brief, origin=_origin(options))
+    if brief:
+        return reason
+    return (
+        f"No project found for context '{problem.context}': {reason}. Run the command in a project folder, give "
+        "--project-dir DIR, or choose another context with --context NAME."
+    )
+
+
+def _origin(options: argparse.Namespace) -> str:
+    """Where project detection starts for a command, as the person gave it (there are no workspace roots here)."""
+    return "--project-dir" if getattr(options, "project_dir", None) is not None else "the current folder"
 
 
 def _entity_text(entity: Entity, relations: list[Relation]) -> str:
@@ -453,12 +480,6 @@ def _read_file(path: Path) -> tuple[KnowledgeGraph, str]:
 
 def _encoded(text: str) -> bytes:
     return text.encode("utf-8", "backslashreplace")  # a lone surrogate in a name must not stop the output
-
-
-def _count(number: int, thing: str) -> str:
-    if number == 1:
-        return f"{number} {thing}"
-    return f"{number} {thing[:-1]}ies" if thing.endswith("y") else f"{number} {thing}s"
 
 
 def _size(size: int) -> str:

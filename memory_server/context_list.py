@@ -2,7 +2,8 @@
 budget, however many contexts the registry holds. No MCP in here.
 
 A page describes only its own contexts (each description costs reading that context's file, for its counts),
-descriptions are shortened in a list, and one context asked for by name is shown with its description whole.
+descriptions are shortened in a list, and one context asked for by name is shown with its description whole. So is
+why a project context finds no project: a list gives where the search started and the call that says the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 from memory_server import present
 from memory_server.budget import Budget, clip, item_tokens, text_tokens
 from memory_server.contexts import ContextConfig, Contexts
+from memory_server.errors import MemoryServerError
 from memory_server.paging import Cursor, arguments_digest, fingerprint_of
+from memory_server.project import ProjectNotFoundError
 
 TOOL = "list_contexts"
 _RESERVE = 300  # tokens for what a page adds around its contexts: the header, warnings, the next step
@@ -60,7 +63,7 @@ def contexts_page(
     shown: list[dict[str, Any]] = []
     structured_used = text_used = 0.0
     for config in configs[start:]:
-        info = _shortened(present.describe_context(contexts, config, project_dir))
+        info = _shortened(present.describe_context(contexts, config, project_dir, _listed_reason))
         structured_used += item_tokens(info)
         text_used += text_tokens(present.context_line(info)) + 1
         if max(structured_used, text_used) > room and shown:
@@ -102,6 +105,17 @@ def _one(contexts: Contexts, budget: Budget, project_dir: str | None, name: str)
     config = contexts.registry.get(name)  # an unknown name: the error lists the names there are
     info = fitted(present.describe_context(contexts, config, project_dir), budget)
     return ContextsPage({"activeContext": contexts.active_name, "contexts": [info]}, [present.context_line(info)])
+
+
+def _listed_reason(problem: MemoryServerError) -> str:
+    """Why a context's file cannot be found, as a list says it. A project not found is one clause and the call
+    that explains it: its whole explanation (the folders tried, the markers, every way to fix it) is ~500
+    characters that every listing would repeat while the client has no project open; list_contexts(name=...) and
+    the calls that fail or fall back give it whole."""
+    if not isinstance(problem, ProjectNotFoundError):
+        return str(problem)
+    explained = present.Call(TOOL)(name=problem.context)
+    return f"no project found from {problem.start} ({problem.origin}); {explained} says why"
 
 
 def _shortened(info: dict[str, Any]) -> dict[str, Any]:

@@ -39,12 +39,13 @@ class Everywhere:
 
 def searchable(
     contexts: Contexts, project_dir: str | None, project_boost: float
-) -> tuple[list[ResolvedContext], list[Target], list[tuple[str, str]]]:
-    """The contexts that can be searched now with their targets, and those left out, each with its reason."""
+) -> tuple[list[ResolvedContext], list[Target], list[tuple[str, MemoryServerError]]]:
+    """The contexts that can be searched now with their targets, and those left out, each with the error that
+    says why (for each front end to word)."""
     resolved, unresolved = contexts.resolve_each(project_dir)
     searched: list[ResolvedContext] = []
     targets: list[Target] = []
-    skipped = [(name, _reason(problem)) for name, problem in unresolved]
+    skipped = list(unresolved)
     for context in resolved:
         target = every_target(contexts, context, project_boost)
         problem = _unreadable(target)
@@ -52,12 +53,13 @@ def searchable(
             searched.append(context)
             targets.append(target)
         else:
-            skipped.append((context.name, _reason(problem)))
+            skipped.append((context.name, problem))
     return searched, targets, skipped
 
 
 def search(contexts: Contexts, searcher: Searcher, budget: Budget, asked: Everywhere) -> tuple[dict[str, Any], str]:
-    searched, targets, skipped = searchable(contexts, asked.project_dir, asked.project_boost)
+    searched, targets, problems = searchable(contexts, asked.project_dir, asked.project_boost)
+    skipped = [(name, _reason(problem)) for name, problem in problems]
     warnings = present.bounded_warnings([*contexts.problems(), *_store_warnings(searched, targets)])
     lines = [_header(searched), *_skipped_lines(skipped), *(f"Warning: {w}" for w in warnings)]
     around = {

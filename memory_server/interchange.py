@@ -25,6 +25,7 @@ from memory_server.errors import MemoryServerError
 from memory_server.files import kind_of
 from memory_server.graph import Entity, KnowledgeGraph, Relation, decode_line, encode_entity, encode_relation
 from memory_server.jsonl import encode_item
+from memory_server.present import totals_text
 from memory_server.stats import totals
 
 FORMATS = ("jsonl", "json", "graphml", "markdown")
@@ -96,12 +97,7 @@ def markdown(graph: KnowledgeGraph, title: str) -> str:
     """A document a person reads: one section per entity type (the most common first), entities by name, each
     with its observations and its relations both ways."""
     entities = list(graph.entities.values())
-    counted = totals(graph)
-    lines = [
-        f"# {_md(title)}",
-        "",
-        f"{counted['entities']} entities, {counted['relations']} relations, {counted['observations']} observations.",
-    ]
+    lines = [f"# {_md(title)}", "", f"{totals_text(totals(graph))}."]
     by_type: dict[str, list[Entity]] = {}
     for entity in entities:
         by_type.setdefault(entity.entity_type, []).append(entity)

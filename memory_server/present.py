@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memory_server.contexts import ContextConfig, Contexts, ResolvedContext
@@ -75,7 +75,7 @@ def matches_text(outcome: Outcome, ranks: Sequence[int] | None = None, total: in
     page said "174 matches" and started again at 1."""
     how = f"{outcome.mode} search" + (f" with {outcome.model}" if outcome.model else ", keywords only")
     numbers = list(ranks) if ranks is not None else list(range(1, len(outcome.hits) + 1))
-    count = f"{len(outcome.hits)} match" + ("" if len(outcome.hits) == 1 else "es")
+    count = counted(len(outcome.hits), "match")
     if total is not None and len(numbers) < total:  # an entity's other matches come with it: ranks may skip
         count = f"{len(numbers)} of the {total} matches"
     lines = [f"{count} ({how})" + (f". Note: {outcome.note}" if outcome.note else "")]
@@ -97,6 +97,23 @@ def matches_text(outcome: Outcome, ranks: Sequence[int] | None = None, total: in
     return "\n".join(lines)
 
 
+def counted(number: int, thing: str) -> str:
+    """A count as a person writes it: `1 entity`, `2 entities`, `1 match`, `3 matches`, `0 relations`."""
+    if number == 1:
+        return f"{number} {thing}"
+    if thing.endswith("y") and not thing.endswith(("ay", "ey", "oy", "uy")):
+        return f"{number} {thing[:-1]}ies"
+    return f"{number} {thing}es" if thing.endswith(("s", "x", "ch", "sh")) else f"{number} {thing}s"
+
+
+def totals_text(figures: dict[str, Any], last: str = ", ") -> str:
+    """`1 entity, 0 relations, 2 observations` from counts keyed `entities`, `relations`, `observations`."""
+    return (
+        f"{counted(figures['entities'], 'entity')}, {counted(figures['relations'], 'relation')}"
+        f"{last}{counted(figures['observations'], 'observation')}"
+    )
+
+
 def counts(store: GraphStore) -> dict[str, Any]:
     if not store.path.exists():
         return {"fileExists": False, "entities": 0, "relations": 0, "observations": 0}
@@ -112,7 +129,7 @@ def context_line(item: dict[str, Any]) -> str:
     where = item["path"] or f"(unresolved: {item['unresolvedReason']})"
     extra = ""
     if "entities" in item:
-        extra = f" [{item['entities']} entities, {item['relations']} relations, {item['observations']} observations]"
+        extra = f" [{totals_text(item)}]"
     flags = " read-only" if item["readOnly"] else ""
     description = f" - {item['description']}" if item["description"] else ""
     return f"{mark}{item['name']} → {where}{extra}{flags}{description}"
@@ -174,8 +191,7 @@ def overview_lines(overview: dict[str, Any], tokens: int, budget: int) -> list[s
         types += f" and {overview['otherTypes']} more types"
     hubs = ", ".join(f"{_compact(h['name'])} ({h['entityType']}, {h['relations']})" for h in overview["mostConnected"])
     size = (
-        f"This memory holds {overview['entities']} entities, {overview['relations']} relations and "
-        f"{overview['observations']} observations: about {tokens} tokens, more than one result may hold "
+        f"This memory holds {totals_text(overview, ' and ')}: about {tokens} tokens, more than one result may hold "
         f"({budget}). It comes in pages; this first one starts with an overview."
     )
     return [
@@ -243,18 +259,27 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def contexts_listing(contexts: Contexts, project_dir: str | None = None) -> dict[str, Any]:
-    """Every context, sorted by name, with where its file is now (or why it cannot be worked out)."""
-    described = [describe_context(contexts, config, project_dir) for config in contexts.registry.contexts()]
+def contexts_listing(
+    contexts: Contexts, project_dir: str | None = None, word: Callable[[MemoryServerError], str] = str
+) -> dict[str, Any]:
+    """Every context, sorted by name, with where its file is now (or why it cannot be worked out, as `word`
+    says it)."""
+    described = [describe_context(contexts, config, project_dir, word) for config in contexts.registry.contexts()]
     return {"activeContext": contexts.active_name, "contexts": described}
 
 
-def describe_context(contexts: Contexts, config: ContextConfig, project_dir: str | None = None) -> dict[str, Any]:
-    """One context: where its file is now (or why it cannot be worked out) and how much it holds."""
+def describe_context(
+    contexts: Contexts,
+    config: ContextConfig,
+    project_dir: str | None = None,
+    word: Callable[[MemoryServerError], str] = str,
+) -> dict[str, Any]:
+    """One context: where its file is now (or why it cannot be worked out: `word` says the core's error as its
+    reader needs it, the whole of it by default) and how much it holds."""
     try:
         resolved = contexts.resolve_config(config, project_dir)
     except MemoryServerError as problem:
-        return context_info(contexts, config, None, str(problem))
+        return context_info(contexts, config, None, word(problem))
     return context_info(contexts, config, resolved, None)
 
 

@@ -67,18 +67,20 @@ class ProjectNotFoundError(MemoryServerError, LookupError):
         self.tried = list(tried)
         self.markers = list(markers)
 
-    def reason(self, brief: bool = False) -> str:
+    def reason(self, brief: bool = False, origin: str | None = None) -> str:
         """Where the search started and why it found nothing, in one clause; `brief` names only the first and
-        the last folder tried."""
+        the last folder tried; `origin` says where the start folder came from in the reader's terms (the command
+        line's `--project-dir` for MEMORY_PROJECT_DIR)."""
+        origin = origin or self.origin
         if not self.tried:
-            return f"{self.start} ({self.origin}) is {_never_a_project(self.start.expanduser().resolve())}"
+            return f"{self.start} ({origin}) is {_never_a_project(self.start.expanduser().resolve())}"
         above = self.tried[-1].parent
         stopped = f"; the search stops at {above}, {_never_a_project(above)}" if _ends_walk(above, _home()) else ""
         if brief:
             span = f"{self.tried[0]}" + (f" up to {self.tried[-1]}" if len(self.tried) > 1 else "")
-            return f"no project marker in {span} ({self.origin}){stopped}"
+            return f"no project marker in {span} ({origin}){stopped}"
         tried = ", ".join(map(str, self.tried))
-        return f"starting from {self.start} ({self.origin}), no folder has a project marker: {tried}{stopped}"
+        return f"starting from {self.start} ({origin}), no folder has a project marker: {tried}{stopped}"
 
     def __str__(self) -> str:
         return (

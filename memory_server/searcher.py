@@ -10,6 +10,7 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -47,21 +48,36 @@ def _memory_state(target: Target) -> tuple:
         return target.label, target.boost, target.store.path, target.store.version
 
 
-def _nothing_found(memories: int, mode: Mode, min_score: float | None, empty: bool = False) -> str:
+@dataclass(frozen=True)
+class Wording:
+    """How a front end names what a search's note suggests: by default the tools' arguments, as the model calls
+    them (the commands for people give their own options instead, see commands.py)."""
+
+    keyword: str = "mode 'keyword'"
+    other_context: str = "another context"
+    every_context: str = "context '*'"
+    lower_score: str = "a lower minScore"
+    empty_query: str = "pass the words to look for as query (read_graph lists everything)"
+
+
+def _nothing_found(
+    memories: int, mode: Mode, min_score: float | None, empty: bool = False, words: Wording = Wording()
+) -> str:
     """The note of a search that found nothing: what to try. `empty`: every memory searched holds no entity (a
     new project's or worktree's memory), where other words would find nothing either."""
     if empty and memories > 1:
         return "every memory searched is empty (nothing saved in them yet)"
+    every = f"{words.other_context}, or {words.every_context} for every memory"
     if empty:
-        return "this memory is empty (nothing saved in it yet); try another context, or context '*' for every memory"
+        return f"this memory is empty (nothing saved in it yet); try {every}"
     if min_score is not None:
-        return f"no match scored {min_score} or more; try a lower minScore"
+        return f"no match scored {min_score} or more; try {words.lower_score}"
     where = "any memory searched" if memories > 1 else "this memory"
     tries = ["other words"]
     if mode != "keyword":
-        tries.append("mode 'keyword' for an exact word or phrase")
+        tries.append(f"{words.keyword} for an exact word or phrase")
     if memories == 1:
-        tries.append("another context, or context '*' for every memory")
+        tries.append(every)
     return f"nothing relevant found in {where}; try " + ", ".join(tries[:-1]) + f" or {tries[-1]}"
 
 
@@ -74,9 +90,10 @@ class Searcher:
     """Searches memories, keeping an index per memory file that each change of the file updates (at the cost of
     what changed); the indexes used least lately are released once all of them hold more than `budget` bytes."""
 
-    def __init__(self, embeddings: EmbedderSlot, budget: int = INDEX_BUDGET) -> None:
+    def __init__(self, embeddings: EmbedderSlot, budget: int = INDEX_BUDGET, words: Wording = Wording()) -> None:
         self.embeddings = embeddings
         self.budget = budget
+        self.words = words  # how its notes name what to try
         self._indexes: OrderedDict[tuple[Path, type], _Kept] = OrderedDict()  # least recently used first
         self._mutex = threading.Lock()
         self._recent: OrderedDict[tuple, Outcome] = OrderedDict()  # the last searches, for their next pages
@@ -123,6 +140,9 @@ class Searcher:
         slot = self.embeddings.reranker
         reader = slot.get() if slot is not None and embedder is not None else None
         pool = limit if reader is None or limit is None else max(limit, RERANK_POOL)
+        if mode != "keyword" and not query.strip():  # keyword mode keeps the official `includes("")`: everything
+            note = "; ".join(filter(None, [note, f"the query is empty: {self.words.empty_query}"]))
+            return Outcome([], mode, model_name(embedder, reader), bool(embedder), note, len(targets))
         hits: list[LabelledHit] = []
         empty = True
         for target in targets:
@@ -149,7 +169,7 @@ class Searcher:
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
         if not hits:
-            note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score, empty)]))
+            note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score, empty, self.words)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})
         kept = hits[:limit] if limit is not None else hits
         return Outcome(kept, mode, model_name(embedder, reader), bool(embedder), note, len(targets))

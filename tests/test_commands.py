@@ -119,7 +119,7 @@ def test_contexts_lists_files_counts_and_the_project_found_here(memory, tmp_path
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == f"* default → {memory} [3 entities, 2 relations, 4 observations] - Default memory"
-    assert lines[1].startswith(f"  project → {project / '.ai-memory.jsonl'} [1 entities")
+    assert lines[1].startswith(f"  project → {project / '.ai-memory.jsonl'} [1 entity, 0 relations, 2 observations]")
     assert lines[2] == f"Project here: {project} (found by its .git, from {project / 'src'})"
 
     data = json.loads(cli("--memory-path", memory, "contexts", "--json", cwd=project / "src").stdout)
@@ -135,6 +135,64 @@ def test_contexts_lists_files_counts_and_the_project_found_here(memory, tmp_path
         "run this in a project folder, or give --project-dir DIR"
     )
     assert not (Path(user_folders["XDG_DATA_HOME"]) / APP / "memory.jsonl").exists()  # reading creates no memory
+
+
+def test_counts_read_as_a_person_writes_them(tmp_path):
+    """`1 entities, 0 relations, 1 observations` is how a program counts; people write `1 entity`."""
+    one = write_memory(
+        tmp_path / "one.jsonl",
+        [SEED[0], SEED[0], {"type": "relation", "from": "Ann", "to": "Ghost", "relationType": "knows"}],
+    )
+    checked = cli("check", one).stdout.splitlines()
+    assert checked[0] == f"{one}: 1 entity, 1 relation, 2 observations; no unusable lines."
+    assert "  1 duplicate line is merged into the first (on the next write)." in checked
+    assert "  1 relation names an entity the file does not have." in checked
+    single = write_memory(tmp_path / "single.jsonl", [SEED[1]])
+    assert "\n  1 entity, 0 relations, 1 observation\n" in cli("stats", "--memory-path", single).stdout
+    assert f"{single} [1 entity, 0 relations, 1 observation]" in cli("contexts", "--memory-path", single).stdout
+    exported = cli("export", "--format", "markdown", "--memory-path", single).stdout
+    assert "\n1 entity, 0 relations, 1 observation.\n" in exported
+
+
+def test_notes_name_the_commands_options_not_the_tools_arguments(memory, tmp_path, user_folders):
+    """`contexts` and `search` passed on the server's notes, written for a model calling tools: "(the server's
+    current folder)", "pass projectDir to this call", "mode 'keyword'". A person types options: each note says
+    them (the server's own texts are unchanged: see test_project_memory_e2e.py)."""
+    registry = Path(user_folders["XDG_CONFIG_HOME"]) / APP / "contexts.json"
+    registry.parent.mkdir(parents=True)
+    registry.write_text(
+        json.dumps({"contexts": [{"name": "project", "path": "{projectDir}/.ai-memory.jsonl"}]}), encoding="utf-8"
+    )
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    for_tools = ("server's", "projectDir", "set_active_context", "mode '", " context '*'", "query (")
+
+    listed = cli("contexts", "--memory-path", memory, cwd=nowhere)
+    unresolved = listed.stdout.splitlines()[1]
+    assert unresolved.startswith(f"  project → (unresolved: no project marker in {nowhere} up to ")
+    assert "(the current folder)" in unresolved
+    given = cli("contexts", "--memory-path", memory, "--project-dir", nowhere, cwd=tmp_path).stdout
+    assert "(--project-dir)" in given.splitlines()[1]
+
+    searched = cli("search", "zzzz qqqq", "--context", "*", "--memory-path", memory, cwd=nowhere)
+    assert searched.returncode == 1
+    assert f"warning: not searched: project: no project marker in {nowhere} up to " in searched.stderr
+    assert "(the current folder)" in searched.stderr
+    assert "try other words, --mode keyword for an exact word or phrase" in searched.stdout
+    assert "another --context, or --context '*' for every memory" in searched.stdout
+
+    failed = cli("show", "Ann", "--context", "project", cwd=nowhere)
+    assert failed.returncode == 3
+    assert failed.stderr.startswith("error: No project found for context 'project': starting from ")
+    assert "give --project-dir DIR, or choose another context with --context NAME." in failed.stderr
+
+    empty = cli("search", "  ", "--memory-path", memory)
+    assert empty.returncode == 1
+    assert "the query is empty: give the words to look for (`export --format markdown` shows everything)" in (
+        empty.stdout
+    )
+    for done in (listed, searched, failed, empty):
+        assert not [words for words in for_tools if words in done.stdout + done.stderr], done.stdout + done.stderr
 
 
 # ---- search --------------------------------------------------------------------------------------------------

@@ -265,10 +265,33 @@ async def test_list_contexts_reports_every_field_sorted_by_name(world):
     assert (by_name["zeta"]["fileExists"], by_name["zeta"]["entities"]) == (False, 0)
     unresolved = by_name["project"]
     assert unresolved["isProjectBased"] is True and unresolved["path"] is None
-    assert "No project found" in unresolved["unresolvedReason"] and str(world.nowhere) in unresolved["unresolvedReason"]
+    assert unresolved["unresolvedReason"] == (
+        f"no project found from {world.nowhere} (the server's current folder); "
+        'list_contexts(name="project") says why'
+    )
     project = {c["name"]: c for c in in_shop["contexts"]}["project"]
     assert project["path"] == str(shop / ".ai-memory.jsonl") and project["projectDir"] == str(shop)
     assert project["fileExists"] is False and "unresolvedReason" not in project
+
+
+async def test_a_listing_says_briefly_why_a_project_context_finds_no_project_and_the_call_that_fails_says_all(world):
+    """While the client has no project open, every list_contexts repeated the whole ~500-character explanation
+    (the folders tried, the markers, four ways to fix it) and the agent paid for it each time. A list says where
+    the search started and the call that explains; that call, get_active_context and a call that uses the context
+    say everything."""
+    world.write_registry(ctx("default", world.default_file), project_ctx(), active="project")
+    async with world.server() as s:
+        listed = await call(s, "list_contexts")
+        one = await ok(s, "list_contexts", name="project")
+        active = await call(s, "get_active_context")
+        failed = await failure(s, "read_graph", context="project")
+    brief = {c["name"]: c for c in listed.structured_content["contexts"]}["project"]["unresolvedReason"]
+    assert len(brief) < 150 + len(str(world.nowhere)) and 'list_contexts(name="project")' in brief
+    assert text_of(listed).count("Markers looked for") == 0 and brief in text_of(listed)
+    whole = one["contexts"][0]["unresolvedReason"]
+    assert len(whole) > 400 and "Markers looked for" in whole and "pass projectDir to this call" in whole
+    for text in (text_of(active), failed):
+        assert "Markers looked for" in text and "pass projectDir to this call" in text
 
 
 async def test_get_active_context_shows_the_project_folder_and_its_marker(world):

@@ -36,3 +36,19 @@ def test_a_search_of_an_empty_memory_says_it_is_empty_not_to_try_other_words(tmp
     outcome = searcher.search([Target("notes", notes)], "asdf qwerty", "hybrid", 10, None)
     assert outcome.note.startswith("nothing relevant found in this memory; try other words")
     assert not (tmp_path / "new-project.jsonl").exists()  # a search writes nothing
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_says_so_and_keyword_mode_keeps_the_official_substring_search(tmp_path, bundled, query):
+    """An empty query in hybrid or semantic mode answered "nothing relevant found ... try other words": no words
+    would have helped, since there were none. It says the query is empty and what to pass. Keyword mode stays the
+    official server's `includes(query)`: "" is in every entity (all of them), "   " in none of these."""
+    notes = GraphStore(tmp_path / "notes.jsonl")
+    notes.mutate(lambda graph: graph.create_entities([Entity("Ann", "person", ["pays rent"]), Entity("Bo", "t", [])]))
+    searcher = Searcher(bundled)
+    for mode in ("hybrid", "semantic"):
+        outcome = searcher.search([Target("notes", notes)], query, mode, 10, None)
+        assert outcome.hits == []
+        assert outcome.note == "the query is empty: pass the words to look for as query (read_graph lists everything)"
+    keyword = searcher.search([Target("notes", notes)], query, "keyword", None, None)
+    assert [h.hit.entity.name for h in keyword.hits] == (["Ann", "Bo"] if query == "" else [])

@@ -375,3 +375,18 @@ async def test_a_deletion_that_matched_nothing_says_what_was_not_there(env, memo
     assert jsonl(memory) == [
         {"type": "entity", "name": "Ann", "entityType": "person", "observations": ["Lives in Bristol, Redland"]}
     ]
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+async def test_an_empty_query_says_so_and_keyword_mode_still_matches_everything(env, query):
+    """search_nodes(query="") in hybrid or semantic mode said "nothing relevant found ... try other words"; it
+    says the query is empty and what to pass. Keyword mode is the official server's: "" is in every entity."""
+    async with connect(env) as s:
+        await ok(s, "create_entities", entities=[entity("Ann", "person", "pays rent"), entity("Bo")])
+        ranked = [await call(s, "search_nodes", query=query, mode=mode) for mode in ("hybrid", "semantic")]
+        every = await ok(s, "search_nodes", query="", mode="keyword")
+    for result in ranked:
+        assert not result.is_error and result.structured_content["matches"] == []
+        assert "the query is empty: pass the words to look for as query" in text_of(result)
+        assert "nothing relevant" not in text_of(result)
+    assert [e["name"] for e in every["entities"]] == ["Ann", "Bo"]
