@@ -27,6 +27,7 @@ class Hit:
     # the project) stands above the query's usual score in its memory
     document: int = -1  # in its index
     cosine: float = math.nan  # the transformer's, with the query, when it read the document (see rerank.py)
+    own: bool = False  # one of the user's own observations, read for a first-person question (see rerank.py)
 
 
 @dataclass(frozen=True)

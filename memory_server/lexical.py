@@ -47,12 +47,12 @@ def words(text: str) -> list[str]:
 
 def tokenize(text: str) -> list[str]:
     """The search terms of a text: its words without stop words or accents, stemmed ("Siobhan" finds "Siobhán")."""
-    return [_stem(w) for w in words(_unaccented(text)) if w not in STOPWORDS]
+    return [stem(w) for w in words(_unaccented(text)) if w not in STOPWORDS]
 
 
 def stems(text: str) -> tuple[str, ...]:
     """Every word of a text, stemmed, stop words kept: "Projects" and "project" are one, "my projects" is not."""
-    return tuple(map(_stem, words(_unaccented(text))))
+    return tuple(map(stem, words(_unaccented(text))))
 
 
 def _unaccented(text: str) -> str:
@@ -83,12 +83,12 @@ def related_terms(
     if not vocabulary:  # an empty memory: nothing to stand for anything (and no need of the model's word list)
         return found
     for word in set(words(_unaccented(query))) - STOPWORDS:
-        own = _stem(word)
+        own = stem(word)
         chosen: dict[str, float] = {}
         for other, similarity in neighbours(word):
             if similarity < RELATED_FLOOR or len(chosen) >= RELATED_COUNT:
                 break
-            candidate = _stem(other)
+            candidate = stem(other)
             if candidate != own and candidate in vocabulary and candidate not in chosen:
                 chosen[candidate] = RELATED_WEIGHT * similarity
         if chosen:
@@ -97,7 +97,8 @@ def related_terms(
 
 
 @functools.lru_cache(maxsize=200_000)  # words repeat: indexing a large graph stems each distinct word once
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """A word's Snowball stem ("lives", "living": "live")."""
     return _STEMMER.stemWord(word)
 
 

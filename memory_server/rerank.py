@@ -57,6 +57,7 @@ RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
 LEAST_COSINE = 0.1  # a hit the transformer reads as this unrelated is left out, wherever the static ranking put it
 FIRST_MATCHES = 3  # past these, a hit whose cosine is COSINE_GAP under the best hit's is left out: it seldom answers
 COSINE_GAP = 0.25  # (dev personas: 6.1 matches a question, not 8.0; 4.7, not 5.7, without an answer; same hit@3)
+OWN_NEAREST = 0.25  # the cosine a user's own note needs to answer a first-person question nothing else matched
 OWN_BEST = 30  # documents of a memory read whole that the transformer adds to the pool: its own best
 WHOLE_MEMORY = 5000  # a memory of at most this many documents is read whole, in the background, after its first search
 READ_AT_ONCE = 48  # documents a search may read on the spot; the others of its pool wait for the background reading
@@ -307,7 +308,7 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     before = np.array([id(h.hit) in kept for h in others])
     counts = before | (read & (cosines >= COSINE_ALONE))
     if not counts.any():
-        return sorted(named, key=lambda labelled: -labelled.hit.rank)
+        return sorted(named, key=lambda labelled: -labelled.hit.rank) + _nearest_own(others, cosines, read)
     floor = RERANK_FLOOR * float(blend[counts].max())
     chosen = [n for n in np.argsort(-blend, kind="stable") if before[n] or (counts[n] and blend[n] >= floor)]
     chosen = _close_to_the_best(chosen, cosines, read)
@@ -315,6 +316,17 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
         replace(others[n], hit=replace(others[n].hit, score=float(blend[n]), rank=float(blend[n]))) for n in chosen
     ]
     return sorted(named, key=lambda labelled: -labelled.hit.rank) + again
+
+
+def _nearest_own(hits: list[LabelledHit], cosines: np.ndarray, read: np.ndarray) -> list[LabelledHit]:
+    """For a first-person question nothing matched ("what are my hobbies": no word, no standing cosine), the user's
+    own notes the transformer reads nearest it, at most FIRST_MATCHES of them and each OWN_NEAREST at least: the
+    question is about the user, and their notes answer it if anything does ("Plays the cello in an orchestra")."""
+    own = [n for n in np.argsort(-cosines, kind="stable") if hits[n].hit.own and read[n] and cosines[n] >= OWN_NEAREST]
+    return [
+        replace(hits[n], hit=replace(hits[n].hit, score=float(cosines[n]), rank=float(cosines[n]), relevance=0.0))
+        for n in own[:FIRST_MATCHES]
+    ]
 
 
 def _close_to_the_best(chosen: list[int], cosines: np.ndarray, read: np.ndarray) -> list[int]:

@@ -155,14 +155,20 @@ class GraphIndex(DocumentIndex):
             )
         return hits
 
-    def read_again(self, reader: Reader, store: GraphStore, query: str, hits: list[Hit]) -> list[Hit]:
-        """`hits` and the rest of the transformer's pool (rerank.py), each with its cosine for `query`."""
+    def read_again(
+        self, reader: Reader, store: GraphStore, query: str, hits: list[Hit], embedder: Embedder
+    ) -> list[Hit]:
+        """`hits` and the rest of the transformer's pool (rerank.py), each with its cosine for `query`; the user's
+        own observations are marked for a first-person question that says something (not "what is my asdf")."""
         given = {h.document: h for h in hits}
-        pool, cosines = reader.cosines(self, store, query, list(given), is_first_person(query))
+        personal = is_first_person(query)
+        pool, cosines = reader.cosines(self, store, query, list(given), personal)
+        user = self.user if personal and _says_something(query, embedder) else None
+        own = set(user.own.tolist()) if user is not None else set()
         out = []
         for d, cosine in zip(pool.tolist(), cosines.tolist()):
             hit = given.get(d) or Hit(self.entities[self.owner[d]], self.observations[d], 0.0, 0.0, 0.0, d)
-            out.append(replace(hit, cosine=cosine))
+            out.append(replace(hit, cosine=cosine, own=d in own))
         return out
 
     def relevance(
@@ -184,7 +190,7 @@ class GraphIndex(DocumentIndex):
         supported = exact > 0
         total, squares = cosines.sums()
         n = cosines.size
-        if n and any(embedder.knows(word) for word in words(query) if word not in STOPWORDS):
+        if n and _says_something(query, embedder):
             mean = total / n
             deviation = math.sqrt(max(squares / n - mean * mean, 0.0))
             supported[cosines.reaching(_standing_out(n, mean, deviation))] = True
@@ -284,6 +290,11 @@ class GraphIndex(DocumentIndex):
                 self._types.setdefault(stems(kind), set()).add(kind)
         wanted = self._types.get(stems(query) or ("",))  # a query of no words is no type
         return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
+
+
+def _says_something(query: str, embedder: Embedder) -> bool:
+    """Whether the query holds a word the model knows, besides stop words: its vector means something."""
+    return any(embedder.knows(word) for word in words(query) if word not in STOPWORDS)
 
 
 def _standing_out(documents: int, mean: float, deviation: float) -> float:

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 IndexT = TypeVar("IndexT", "GraphIndex", "KeywordIndex")
 
+NEAREST_OWN = "nothing matched closely; shown: the user's own notes nearest the question (weak evidence)"
 RECENT_SEARCHES = 16  # outcomes kept for a cursor's next page
 RECENT_HITS = 100_000  # and hits in them all, about 30 MB (the newest outcome is kept whatever its size)
 INDEX_BUDGET = 512 * 2**20  # bytes of indexes a searcher keeps; the least recently used go first (never the last)
@@ -155,7 +156,7 @@ class Searcher:
                     with self._using(GraphIndex, target.store, graph) as index:
                         found = index.candidates(query, mode, embedder, pool)
                         if reader is not None:
-                            found = index.read_again(reader, target.store, query, found)
+                            found = index.read_again(reader, target.store, query, found, embedder)
                 touching: dict[str, tuple[Relation, ...]] = {}
                 for hit in found:
                     if hit.entity.name not in touching:
@@ -168,6 +169,8 @@ class Searcher:
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
+        if hits and all(h.hit.own and not h.hit.relevance for h in hits):  # rerank._nearest_own's
+            note = "; ".join(filter(None, [note, NEAREST_OWN]))
         if not hits:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score, empty, self.words)]))
         self._release({(t.store.path, KeywordIndex if mode == "keyword" else GraphIndex) for t in targets})

@@ -285,3 +285,18 @@ async def test_over_stdio_the_server_reranks_when_the_model_is_installed(tmp_pat
                     "default_user",
                     "2018 Nissan Leaf",
                 )
+
+
+def test_a_first_person_question_nothing_matched_gets_the_users_nearest_notes_and_says_so(tmp_path):
+    """"what are my hobbies" shares no word with "Plays the tin whistle in a céilí band", and no cosine stands out
+    in the memory: the question is about the user, so their own notes nearest it are shown, a few, marked weak."""
+    user = Entity("default_user", "person", [*AOIFE[0].observations, "Plays the tin whistle in a ceili band"])
+    store = store_with(tmp_path, "aoife", [user, *AOIFE[1:]], AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "what are my hobbies", "hybrid", 10, None)
+    assert ("default_user", "Plays the tin whistle in a ceili band") in answers(outcome), answers(outcome, 10)
+    assert len(outcome.hits) <= rerank.FIRST_MATCHES and all(h.hit.entity.name == "default_user" for h in outcome.hits)
+    assert "nearest" in outcome.note and "weak" in outcome.note
+    for query in ("asdf qwerty zxcv", "what is my asdf qwerty"):  # nonsense, about the user or not: nothing
+        nonsense = searcher.search([Target("m", store)], query, "hybrid", 10, None)
+        assert nonsense.hits == [], (query, answers(nonsense, 10))
