@@ -70,6 +70,8 @@ class ProjectNotFoundError(MemoryServerError, LookupError):
     def reason(self, brief: bool = False) -> str:
         """Where the search started and why it found nothing, in one clause; `brief` names only the first and
         the last folder tried."""
+        if not self.tried and not self.start.expanduser().exists():
+            return f"{self.start} ({self.origin}) no longer exists"
         if not self.tried:
             return f"{self.start} ({self.origin}) is {_never_a_project(self.start.expanduser().resolve())}"
         above = self.tried[-1].parent
