@@ -1,7 +1,8 @@
 """Three-way merge of memory files for git, and the command that sets a repository up to use it.
 
 git runs `mcp-memory-contexts merge-driver %O %A %B %P` with the common ancestor, our version and theirs (three
-temporary files) and the file's path in the work tree (for messages), and takes the result from the second file. The files are merged record by record, never line by line:
+temporary files) and the file's path in the work tree (for messages), and takes the result from the second
+file. The files are merged record by record, never line by line:
 
 - an entity is known by its name, a relation by (from, to, relationType), any other line by its text (without
   the CR of a CRLF line end, so a side saved with the other line ending has the same lines);
