@@ -139,7 +139,7 @@ def view_folder() -> Path:
 
 
 def _git_command(options: argparse.Namespace) -> int:
-    """`merge-driver BASE OURS THEIRS`, which git runs, and `install-merge-driver [PATTERN ...]`."""
+    """`merge-driver BASE OURS THEIRS [PATH]`, which git runs, and `install-merge-driver [PATTERN ...]`."""
     from memory_server import merge
 
     name = options.command
@@ -149,8 +149,14 @@ def _git_command(options: argparse.Namespace) -> int:
         except OSError as problem:
             print(f"{APP} {name}: {problem}; {options.ours} is left as it was", file=sys.stderr)
             return 2
+        # git names the file by a temporary copy (.merge_file_XXXXXX); %P, when the driver was installed with
+        # it, is the path the person knows.
+        shown = options.path or options.ours
         for conflict in result.conflicts:
-            print(f"{APP} {name}: conflict in {options.ours}: {conflict}", file=sys.stderr)
+            print(f"{APP} {name}: conflict in {shown}: {conflict}", file=sys.stderr)
+        if result.conflicts:
+            advice = f"keep the version you want in {shown}, delete the other line, then git add it"
+            print(f"{APP} {name}: {advice}", file=sys.stderr)
         return 1 if result.conflicts else 0
     try:
         steps = merge.install(options.repository or Path.cwd(), options.patterns or list(merge.DEFAULT_PATTERNS))
@@ -344,12 +350,13 @@ def _command_options(commands: Any) -> None:
 
 def _git_command_options(commands: Any) -> None:
     """The git merge driver's commands (merge.py): git runs the first, a person the second, once per repository."""
-    summary = "three-way merge of a memory file, run by git (%O %A %B); the result goes to OURS"
+    summary = "three-way merge of a memory file, run by git (%O %A %B %P); the result goes to OURS"
     sub = commands.add_parser(
         GIT_COMMANDS[0], prog=f"{APP} {GIT_COMMANDS[0]}", help="git's merge driver for memory files", description=summary
     )
     for side in ("base", "ours", "theirs"):
         sub.add_argument(side, type=Path, metavar=side.upper())
+    sub.add_argument("path", nargs="?", metavar="PATH", help="the file's path in the work tree, for messages")
     summary = "set up the git repository of this folder to merge memory files with merge-driver"
     sub = commands.add_parser(
         GIT_COMMANDS[1], prog=f"{APP} {GIT_COMMANDS[1]}", help="set up merge-driver in a git repository", description=summary

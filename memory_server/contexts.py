@@ -83,6 +83,7 @@ class Start:
 
     folder: Path
     origin: str
+    gone: bool = False  # the folder was deleted: no project is looked for at or above it
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class Contexts:
         self._stores: dict[Path, GraphStore] = {}
         self._stores_mutex = threading.Lock()
         self._active = self._initial_active(default_context)
+        self._started_in = _current_folder() or Path(os.environ.get("PWD") or "/")
 
     @property
     def active_name(self) -> str:
@@ -213,6 +215,8 @@ class Contexts:
             return ResolvedContext(config.name, self.static_path(config.path), config, read_only)
         start = self.start(project_dir)
         rules = config.rules
+        if start.gone:
+            raise ProjectNotFoundError(config.name, start.folder, start.origin, [], rules.markers)
         project = find_project(start.folder, rules.markers, rules.max_depth, context=config.name, origin=start.origin)
         filled = fill(config.path, project, self.memory_folders(), self.registry.directory)
         return ResolvedContext(config.name, filled.path, config, read_only, project, project_file=filled.in_project)
@@ -312,7 +316,13 @@ class Contexts:
             return Start(self.roots[0], "the client's workspace root")
         if self.project_dir is not None:
             return Start(self.project_dir, "MEMORY_PROJECT_DIR")
-        return Start(Path.cwd(), "the server's current folder")
+        current = _current_folder()
+        if current is not None:
+            return Start(current, "the server's current folder")
+        # Deleted since the server started in it (a worktree removed, a checkout moved away). Walking up from it
+        # could find the project around it (a worktree kept inside the main checkout) and write there instead.
+        gone = not self._started_in.is_dir()
+        return Start(self._started_in, "the server's current folder" + (", deleted since" if gone else ""), gone)
 
     def _initial_active(self, requested: str | None) -> str:
         """The context active at start, the first that names a known context of: `requested`
@@ -416,3 +426,11 @@ def _check_memory_file(path: Path) -> None:
             f"{path} exists but does not look like a memory file (line {skipped[0].line_number}: "
             f"{skipped[0].reason}); refusing to use it. Choose a new file or an existing memory file."
         )
+
+
+def _current_folder() -> Path | None:
+    """The process's current folder; None when it was deleted (getcwd fails then, on Linux and macOS)."""
+    try:
+        return Path.cwd()
+    except FileNotFoundError:
+        return None

@@ -1,7 +1,8 @@
 """Three-way merge of memory files for git, and the command that sets a repository up to use it.
 
-git runs `mcp-memory-contexts merge-driver %O %A %B` with the common ancestor, our version and theirs, and takes
-the result from the second file. The files are merged record by record, never line by line:
+git runs `mcp-memory-contexts merge-driver %O %A %B %P` with the common ancestor, our version and theirs (three
+temporary files) and the file's path in the work tree (for messages), and takes the result from the second
+file. The files are merged record by record, never line by line:
 
 - an entity is known by its name, a relation by (from, to, relationType), any other line by its text (without
   the CR of a CRLF line end, so a side saved with the other line ending has the same lines);
@@ -111,7 +112,7 @@ def install(folder: Path, patterns: Sequence[str] = DEFAULT_PATTERNS) -> list[st
 def driver_command() -> str:
     """The command git runs: ours by name when it is on PATH, else this very interpreter (a `uvx` run)."""
     program = DRIVER if shutil.which(DRIVER) else f"{shlex.quote(sys.executable)} -m memory_server"
-    return f"{program} {MERGE_COMMAND} %O %A %B"
+    return f"{program} {MERGE_COMMAND} %O %A %B %P"
 
 
 # ---- merging one record ----------------------------------------------------------------------------------------

@@ -72,6 +72,8 @@ class ProjectNotFoundError(MemoryServerError, LookupError):
         the last folder tried; `origin` says where the start folder came from in the reader's terms (the command
         line's `--project-dir` for MEMORY_PROJECT_DIR)."""
         origin = origin or self.origin
+        if not self.tried and not self.start.expanduser().exists():
+            return f"{self.start} ({origin}) no longer exists"
         if not self.tried:
             return f"{self.start} ({origin}) is {_never_a_project(self.start.expanduser().resolve())}"
         above = self.tried[-1].parent

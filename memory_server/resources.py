@@ -55,6 +55,7 @@ class LiveUpdates:
         self.bus = bus
         self.watcher = FolderWatcher(self._files_changed)
         self._subscribed: dict[str, Any] = {}  # uri -> the session that asked
+        self._active_path: Path | None = None  # the file memory://knowledge-graph showed when last looked at
 
     def watch(self, store: GraphStore) -> None:
         """Watch the folder of the store's file and, when the file is a symbolic link (a synced folder, a dotfile
@@ -78,7 +79,16 @@ class LiveUpdates:
 
     async def subscribe(self, ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         self._subscribed[str(params.uri)] = ctx.session
+        await anyio.to_thread.run_sync(self._watch_subscribed)  # a memory no call has used yet is watched too
         return EmptyResult()
+
+    async def follow(self) -> None:
+        """After a call that may change what the resources show (a switch of the active context, a context added
+        or removed): watch the files the subscriptions lead to now, and tell the subscriber of
+        memory://knowledge-graph when it shows another memory than before."""
+        before = self._active_path
+        if await anyio.to_thread.run_sync(self._watch_subscribed) != before:
+            await self._publish([GRAPH_URI])
 
     async def unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
         self._subscribed.pop(str(params.uri), None)
@@ -102,6 +112,21 @@ class LiveUpdates:
             await anyio.sleep(TRIM_EVERY)
             await anyio.to_thread.run_sync(self.trim)
 
+    def _watch_subscribed(self) -> Path | None:
+        """Watch the file of every graph subscribed to; return (and remember) the file of the active context."""
+        self._active_path = self._active_store_path()
+        for uri in list(self._subscribed):
+            name = uri.removeprefix(CONTEXT_URI.format(name=""))
+            if uri == GRAPH_URI or (name != uri and name):
+                with contextlib.suppress(MemoryServerError):
+                    self.watch(self.contexts.store(self.contexts.resolve(None if uri == GRAPH_URI else name)))
+        return self._active_path
+
+    def _active_store_path(self) -> Path | None:
+        with contextlib.suppress(MemoryServerError):
+            return self.contexts.store(self.contexts.resolve()).path
+        return None
+
     def _uris_of(self, path: Path) -> list[str]:
         uris = []
         for config in self.contexts.registry.contexts():
@@ -119,6 +144,7 @@ class LiveUpdates:
         """Watch files for as long as the server runs; stop at once when it ends."""
         with contextlib.suppress(MemoryServerError):
             self.watch(self.contexts.store(self.contexts.resolve()))
+        self._active_path = await anyio.to_thread.run_sync(self._active_store_path)
         for store in self.contexts.open_stores():  # memories read before the SDK was loaded (early.py)
             self.watch(store)
         self.watcher.watch(self.contexts.registry.directory)

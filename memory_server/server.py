@@ -260,7 +260,9 @@ class MemoryTools:
         projectDir: ProjectDirArg = None,
     ) -> CallToolResult:
         await self.roots.sync(ctx)
-        return await self._in_order(self._answer, context_results.switch, name, persist, projectDir)
+        result = await self._in_order(self._answer, context_results.switch, name, persist, projectDir)
+        await self.live.follow()  # memory://knowledge-graph now shows another memory
+        return result
 
     async def add_context(
         self,
@@ -317,7 +319,9 @@ class MemoryTools:
         self, ctx: Context, project_dir: str | None, change: Callable[[], Any], done: str
     ) -> CallToolResult:
         await self.roots.sync(ctx)
-        return await self._in_order(self._answer, context_results.changed, change, project_dir, done)
+        result = await self._in_order(self._answer, context_results.changed, change, project_dir, done)
+        await self.live.follow()  # a context added under a subscribed name, or the active one removed
+        return result
 
     def _run(
         self, name: str | None, project_dir: str | None, work: Work

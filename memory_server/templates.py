@@ -106,8 +106,17 @@ def _filled(template: str, value_of: Callable[[str], str], relative_to: Path) ->
 
 
 def _confine(template: str, path: Path, base: Path, what: str, anchor: str) -> None:
-    if not (path.is_relative_to(base) and _real(path).is_relative_to(base.resolve())):
+    if not path.is_relative_to(base):
         raise _leaves(template, path, f"{what} {base}", anchor)
+    real = _real(path)
+    if not real.is_relative_to(base.resolve()):
+        # The path itself is inside: a symbolic link on the way (planted after the context was added, perhaps)
+        # leads out. Name where it leads, since the path alone reads as inside.
+        raise PathTemplateError(
+            f"The path template {template!r} resolves to {path}, which a symbolic link takes to {real}, outside "
+            f"{what} {base}. Nothing was read or written. Remove the link (or point it at a file inside {base}): "
+            f"a template starting with {anchor} must keep its file inside it."
+        )
 
 
 def _confine_to_memory_folders(template: str, path: Path, folders: Sequence[Path]) -> None:

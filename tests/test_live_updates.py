@@ -131,3 +131,37 @@ async def test_a_change_behind_a_symlinked_memory_file_reaches_the_subscriber(tm
             synced_file.write("\n")
         await updates.wait("memory://knowledge-graph")
         assert [e["name"] for e in (await graph_resource(s))["entities"]] == ["Ann", "Bo"]
+
+
+async def test_a_memory_subscribed_to_before_any_call_used_it_and_a_switch_reach_the_subscriber(tmp_path):
+    """memory://contexts/work, in a folder of its own that no call of this session has touched, is watched from
+    the subscription on; a switch of the active context tells memory://knowledge-graph's subscriber (it shows
+    another memory now), and that memory's changes reach it from then on."""
+    (tmp_path / "home-memory").mkdir()
+    (tmp_path / "work").mkdir()
+    contexts = tmp_path / "registry"
+    contexts.mkdir()
+    registry = {
+        "activeContext": "default",
+        "contexts": [
+            {"name": "default", "path": str(tmp_path / "home-memory" / "memory.jsonl")},
+            {"name": "work", "path": str(tmp_path / "work" / "work.jsonl")},
+        ],
+    }
+    (contexts / "contexts.json").write_text(json.dumps(registry))
+    env = server_env(MEMORY_CONTEXTS_DIR=contexts)
+    updates = Updates()
+    async with connect(env, message_handler=updates) as watcher, connect(env) as writer:
+        await watcher.subscribe_resource("memory://contexts/work")
+        await watcher.subscribe_resource("memory://knowledge-graph")
+        await anyio.sleep(0.5)  # the folders are watched
+        await ok(writer, "create_entities", context="work", entities=[entity("Rent", "bill")])
+        await updates.wait("memory://contexts/work")
+        assert "memory://knowledge-graph" not in updates.uris  # not the active memory
+        updates.uris.clear()
+        await ok(watcher, "set_active_context", name="work")
+        await updates.wait("memory://knowledge-graph")
+        updates.uris.clear()
+        await ok(writer, "add_observations", context="work", observations=[{"entityName": "Rent", "contents": ["due"]}])
+        await updates.wait("memory://knowledge-graph")
+        assert (await graph_resource(watcher))["entities"][0]["observations"] == ["due"]

@@ -310,6 +310,9 @@ def test_a_real_conflict_stops_the_merge_with_a_valid_memory_file(tmp_path):
     commit_file(repo, MEMORY, e("Ann", "a", entity_type="human"), "human")
     done = git(repo, "merge", "feature", check=False)
     assert done.returncode != 0 and "entityType" in done.stdout + done.stderr
+    # the file as the person knows it, never git's temporary copy, and what to do
+    assert f"conflict in {MEMORY}: entity 'Ann'" in done.stderr and ".merge_file" not in done.stderr
+    assert "then git add it" in done.stderr
     text = (repo / MEMORY).read_text()
     assert "<<<<<<<" not in text and "robot" in text and "human" in text
 
@@ -339,7 +342,7 @@ def test_install_is_idempotent_and_local(tmp_path):
     assert "already has" in second.stdout
     assert (repo / ".gitattributes").read_text() == "*.png binary\n.ai-memory.jsonl merge=mcp-memory-contexts\n"
     driver = git(repo, "config", "--local", "merge.mcp-memory-contexts.driver").stdout.strip()
-    assert driver == "mcp-memory-contexts merge-driver %O %A %B"
+    assert driver == "mcp-memory-contexts merge-driver %O %A %B %P"
     assert git(repo, "config", "--global", "--get-regexp", "merge", check=False).stdout == ""
     check = git(repo, "check-attr", "merge", "--", "sub/dir/.ai-memory.jsonl").stdout
     assert check.strip().endswith("merge: mcp-memory-contexts")

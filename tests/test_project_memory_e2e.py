@@ -121,6 +121,26 @@ async def test_worktrees_share_repo_root_memory_and_keep_their_own_project_dir_m
     assert not (linked / MEMORY).samefile(repo / MEMORY)
 
 
+async def test_a_server_whose_worktree_is_removed_writes_nowhere_else_and_says_why(world):
+    """A server started in a linked worktree (no workspace roots) outlives `git worktree remove`: its current
+    folder is gone. Calls go on; a call naming the project context fails saying the folder no longer exists, and
+    the active one uses 'default' with that warning, never the main checkout's memory around the old folder."""
+    repo = new_repository(world.root / "repo")
+    linked = repo / ".worktrees" / "feature"  # kept inside the main checkout, as some tools do
+    git(repo, "worktree", "add", "-q", "-b", "feature", str(linked))
+    world.write_registry(project_ctx(), active="project")
+    async with world.server(cwd=linked) as s:
+        await ok(s, "create_entities", entities=[entity("Branch idea")])
+        git(repo, "worktree", "remove", "--force", str(linked))
+        refused = await failure(s, "create_entities", context="project", entities=[entity("Lost")])
+        used = await ok(s, "create_entities", entities=[entity("Kept")])
+        active = text_of(await call(s, "get_active_context"))
+    assert f"{linked} (the server's current folder, deleted since) no longer exists" in refused
+    assert used["context"]["insteadOf"] == "project" and "no longer exists" in " ".join(used["warnings"])
+    assert "no longer exists" in active
+    assert not (repo / MEMORY).exists() and entity_names(world.default_file) == ["Kept"]
+
+
 # 4. No lock file in git status --------------------------------------------------------------------------------------
 
 

@@ -92,6 +92,19 @@ def test_a_symbolic_link_cannot_lead_out_of_a_memory_folder(tmp_path, folders):
         filled(f"{folders['data']}/{{projectName}}.jsonl", project_in(tmp_path, "shop"), folders)
 
 
+def test_a_link_planted_in_the_project_is_refused_naming_where_it_leads(tmp_path, folders):
+    shop = project_in(tmp_path, "shop")
+    bashrc = Path.home() / ".bashrc"
+    (shop.root / ".ai-memory.jsonl").symlink_to(bashrc)
+    (shop.root / "notes").symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(PathTemplateError) as refused:
+        filled("{projectDir}/.ai-memory.jsonl", shop, folders)
+    assert f"a symbolic link takes to {bashrc}, outside the project folder {shop.root}" in str(refused.value)
+    assert "Remove the link" in str(refused.value) and "'..'" not in str(refused.value)
+    with pytest.raises(PathTemplateError, match=re.escape(f"takes to {tmp_path / 'm.jsonl'}, outside")):
+        filled("{projectDir}/notes/m.jsonl", shop, folders)
+
+
 def test_a_link_may_lead_from_one_memory_folder_into_another(tmp_path, folders):
     (folders["data"] / "projects").mkdir()
     (folders["memories"] / "projects").symlink_to(folders["data"] / "projects", target_is_directory=True)
