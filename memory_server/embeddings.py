@@ -69,15 +69,20 @@ class Embedder:
         return self._encode_new([text])[0]
 
     def knows(self, word: str) -> bool:
-        """Whether `word` (lower-case) is a whole word of the model's vocabulary or a form of one ("hobbies":
-        its Snowball stem is that of "hobby"), not pieced together from fragments as "asdf" or "qwerty" are: the
-        model's vector for a text of such fragments means nothing."""
+        """Whether `word` (lower-case) is a whole word of the model's vocabulary, not pieced together from
+        fragments as "asdf" or "qwerty" are: the model's vector for a text of such fragments means nothing."""
         if self._vocabulary is None:
             tokenizer = getattr(self._model, "tokenizer", None)
             vocabulary = tokenizer.get_vocab() if tokenizer is not None else None
             self._vocabulary = frozenset(w.lower() for w in vocabulary) if vocabulary else frozenset()
             self._stems = frozenset(stem(w) for w in self._vocabulary if w.isalpha())
-        return not self._vocabulary or word in self._vocabulary or stem(word) in self._stems
+        return not self._vocabulary or word in self._vocabulary
+
+    def knows_form(self, word: str) -> bool:
+        """Whether `word` is a whole word of the vocabulary or a form of one ("hobbies", pieced together from "ho"
+        and "##bbies", is a form of "hobby": their Snowball stems are one): a word with a meaning, which a
+        transformer reading the whole sentence understands, though the static vector of its fragments is noise."""
+        return self.knows(word) or stem(word) in self._stems
 
     def related_words(self, word: str, count: int = 40, floor: float = 0.3) -> tuple[tuple[str, float], ...]:
         """The whole words of the model's vocabulary nearest to `word` (lower-case), with their similarity, best first:

@@ -163,7 +163,7 @@ class GraphIndex(DocumentIndex):
         given = {h.document: h for h in hits}
         personal = is_first_person(query)
         pool, cosines = reader.cosines(self, store, query, list(given), personal)
-        user = self.user if personal and _says_something(query, embedder) else None
+        user = self.user if personal and _says_something(query, embedder.knows_form) else None
         own = set(user.own.tolist()) if user is not None else set()
         out = []
         for d, cosine in zip(pool.tolist(), cosines.tolist()):
@@ -190,7 +190,7 @@ class GraphIndex(DocumentIndex):
         supported = exact > 0
         total, squares = cosines.sums()
         n = cosines.size
-        if n and _says_something(query, embedder):
+        if n and _says_something(query, embedder.knows):
             mean = total / n
             deviation = math.sqrt(max(squares / n - mean * mean, 0.0))
             supported[cosines.reaching(_standing_out(n, mean, deviation))] = True
@@ -292,9 +292,9 @@ class GraphIndex(DocumentIndex):
         return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
 
 
-def _says_something(query: str, embedder: Embedder) -> bool:
-    """Whether the query holds a word the model knows, besides stop words: its vector means something."""
-    return any(embedder.knows(word) for word in words(query) if word not in STOPWORDS)
+def _says_something(query: str, knows: Callable[[str], bool]) -> bool:
+    """Whether the query holds a word besides stop words that the model `knows` (Embedder.knows, .knows_form)."""
+    return any(knows(word) for word in words(query) if word not in STOPWORDS)
 
 
 def _standing_out(documents: int, mean: float, deviation: float) -> float:
