@@ -45,6 +45,7 @@ class Embedder:
         self.fingerprint = _fingerprint(model, name)  # names the folder of this model's caches
         self.encoded = 0  # texts the model has encoded (queries aside)
         self._vocabulary: frozenset[str] | None = None
+        self._stems: frozenset[str] | None = None  # of the vocabulary's words (see knows_form)
         self._words: _WordVectors | None | Literal[False] = None  # False: the model has no whole words
         self._related: dict[str, tuple[tuple[str, float], ...]] = {}
         self._lock = threading.Lock()  # the tokenizer's settings change during a call: one call at a time
@@ -75,14 +76,17 @@ class Embedder:
             tokenizer = getattr(self._model, "tokenizer", None)
             vocabulary = tokenizer.get_vocab() if tokenizer is not None else None
             self._vocabulary = frozenset(w.lower() for w in vocabulary) if vocabulary else frozenset()
-            self._stems = frozenset(stem(w) for w in self._vocabulary if w.isalpha())
         return not self._vocabulary or word in self._vocabulary
 
     def knows_form(self, word: str) -> bool:
         """Whether `word` is a whole word of the vocabulary or a form of one ("hobbies", pieced together from "ho"
         and "##bbies", is a form of "hobby": their Snowball stems are one): a word with a meaning, which a
         transformer reading the whole sentence understands, though the static vector of its fragments is noise."""
-        return self.knows(word) or stem(word) in self._stems
+        if self.knows(word):
+            return True
+        if self._stems is None:  # made at the first word that is not whole: ~30,000 words stemmed once
+            self._stems = frozenset(stem(w) for w in self._vocabulary or () if w.isalpha())
+        return stem(word) in self._stems
 
     def related_words(self, word: str, count: int = 40, floor: float = 0.3) -> tuple[tuple[str, float], ...]:
         """The whole words of the model's vocabulary nearest to `word` (lower-case), with their similarity, best first:
