@@ -14,9 +14,10 @@ from collections.abc import Iterable
 # word -> (kind of relative, sex it says: "f", "m" or "" for either)
 _KIN: dict[str, tuple[str, str]] = {}
 for _kind, _words in {
-    "parent": "parent parents mother:f mum:f mom:f mam:f mommy:f mummy:f mama:f father:m dad:m daddy:m papa:m "
-    "stepmother:f stepfather:m stepparent",
-    "child": "child children kid kids son:m sons:m daughter:f daughters:f stepson:m stepdaughter:f stepchild baby",
+    "parent": "parent parents mother:f mum:f mom:f mam:f mommy:f mummy:f mama:f father:m dad:m daddy:m papa:m",
+    "child": "child children kid kids son:m sons:m daughter:f daughters:f baby",
+    "step parent": "stepmother:f stepfather:m stepparent",  # not the parent ("my mum" is not the stepmother)
+    "step child": "stepson:m stepdaughter:f stepchild",
     "spouse": "spouse wife:f husband:m married partner boyfriend:m girlfriend:f fiance:m fiancee:f fiancé:m "
     "fiancée:f",
     "sibling": "sibling siblings brother:m brothers:m sister:f sisters:f",
@@ -31,6 +32,17 @@ for _kind, _words in {
         _word, _, _sex = _entry.partition(":")
         _KIN[_word] = (_kind, _sex)
 
+# The relative at the other end of each kind: the user "husband of" Roisin makes Roisin the user's spouse.
+_CONVERSE = {
+    "parent": "child", "child": "parent", "step parent": "step child", "step child": "step parent",
+    "spouse": "spouse", "sibling": "sibling", "grandparent": "grandchild", "grandchild": "grandparent",
+    "aunt or uncle": "niece or nephew", "niece or nephew": "aunt or uncle", "cousin": "cousin",
+}  # fmt: skip
+# A word before a kinship word that makes it another relative ("ex-wife", "step-mother", "business partner"), and
+# for "partner" the only words that keep it a spouse ("life partner").
+_NOT_NOW = frozenset({"ex", "former"})
+_LIFE = frozenset({"life", "domestic", "civil", "romantic"})
+
 SAME = 1.0  # a role that says the very relative asked for ("mother" for "mum", "daughter" for "daughter")
 KIND = 0.9  # a role of that kind that does not say the sex ("child" for "daughter")
 
@@ -40,6 +52,34 @@ def kin(word: str) -> tuple[str, str] | None:
     return _KIN.get(word)
 
 
+def converse(role: str) -> str | None:
+    """The relative at the other end of a role whose last word is a kinship word ("husband": "spouse", "younger
+    brother": "sibling", "step mother": "step child"), as words `kin` reads: what the other is when the user is the
+    `role` of them; None for another role ("boss", "business partner", "mother in law")."""
+    parts = role.split()
+    said = _said(role) if parts and kin(parts[-1]) else []
+    return _CONVERSE[said[-1][0]] if said and len(said) == sum(kin(p) is not None for p in parts) else None
+
+
+def _said(role: str) -> list[tuple[str, str]]:
+    """The relatives a role says, by its kinship words, as `kin` gives them; a qualified one says another relative
+    or none ("mother in law", "ex wife", "business partner": none; "step mother": a step parent)."""
+    parts = role.split()
+    found = []
+    for n, word in enumerate(parts):
+        said = kin(word)
+        before = parts[n - 1] if n else ""
+        if said is None or parts[n + 1 : n + 3] == ["in", "law"] or before in _NOT_NOW:
+            continue
+        if word == "partner" and before and before not in _LIFE:
+            continue
+        if before == "step" and not said[0].startswith("step"):
+            said = ("step " + said[0], said[1]) if "step " + said[0] in _CONVERSE else None
+        if said is not None:
+            found.append(said)
+    return found
+
+
 def role_fit(word: str, roles: Iterable[str]) -> float | None:
     """How well the roles an entity has for the user fit a kinship `word` of a question: SAME, KIND, or 0.0 (their
     kinship words say another relative: a parent for "daughter", a son for "daughter"); None when `word` is no
@@ -47,7 +87,7 @@ def role_fit(word: str, roles: Iterable[str]) -> float | None:
     asked = kin(word)
     if asked is None:
         return None
-    said = [found for role in roles for found in map(kin, role.split()) if found is not None]
+    said = [found for role in roles for found in _said(role)]
     if not said:
         return None
     kind, sex = asked

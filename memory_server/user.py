@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
-from memory_server.kinship import role_fit
+from memory_server.kinship import converse, role_fit
 from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
 from memory_server.user_facts import (
@@ -348,7 +348,8 @@ def _role_of_other(kind: str, user_is_source: bool) -> str:
         return CONVERSE[said]
     if len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
         return CONVERSE[parts[-2]]
-    return said
+    other = converse(" ".join(parts[:-1])) if len(parts) >= 2 and parts[-1] == "of" else None
+    return other or said  # the user "husband of" Roisin: she is the user's spouse, not their husband
 
 
 def _roles(

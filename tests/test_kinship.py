@@ -28,3 +28,34 @@ def test_a_kinship_word_names_a_kind_of_relative_and_maybe_a_sex():
 )
 def test_roles_fit_a_kinship_word_by_the_relative_they_say(word, roles, fit):
     assert role_fit(word, roles) == fit
+
+
+@pytest.mark.parametrize(
+    ("word", "roles", "fit"),
+    [
+        ("mum", {"mother in law"}, None),  # "mother-in-law": another relative, not a mother of the user
+        ("brother", {"brother in law"}, None),
+        ("wife", {"ex wife"}, None),  # "ex-wife": no longer the wife
+        ("husband", {"former husband"}, None),
+        ("husband", {"business partner"}, None),  # a partner in business, not in life
+        ("husband", {"life partner"}, KIND),
+        ("mum", {"stepmother"}, 0.0),  # a stepmother is not the mother ("parent", from child_of, is)
+        ("mum", {"step mother"}, 0.0),
+        ("stepmother", {"step mother"}, SAME),
+    ],
+)
+def test_a_qualified_kinship_word_says_another_relative(word, roles, fit):
+    assert role_fit(word, roles) == fit
+
+
+@pytest.mark.parametrize(
+    ("word", "other"),
+    [("husband", "spouse"), ("wife", "spouse"), ("brother", "sibling"), ("sister", "sibling"),
+     ("grandson", "grandparent"), ("nephew", "aunt or uncle"), ("aunt", "niece or nephew"), ("mother", "child"),
+     ("daughter", "parent"), ("cousin", "cousin"), ("boss", None), ("younger brother", "sibling"),
+     ("step mother", "step child"), ("business partner", None), ("mother in law", None), ("ex wife", None)],
+)  # fmt: skip
+def test_the_relative_at_the_other_end(word, other):
+    from memory_server.kinship import converse
+
+    assert converse(word) == other

@@ -432,7 +432,7 @@ def test_an_edit_that_changes_the_user_is_seen_by_the_next_first_person_question
     store.mutate(lambda g: g.create_entities([Entity("Ana Shah", "person", ["Priya's sister", "Lives in Pune"])]))
     assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister"}  # a note that names the user
     store.mutate(lambda g: g.create_relations([Relation("Priya Shah", "Ana Shah", "sibling of")]))
-    assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister", "sibling of"}  # a new relation
+    assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister", "sibling"}  # a new relation, read from the user's side
 
     store.mutate(lambda g: g.create_entities([Entity("default_user", "person", ["Lives in Leeds"])]))
     user = after_a_question(searcher, store)  # a created default_user is the user, and knows no one yet
@@ -551,3 +551,37 @@ def test_a_reader_of_the_user_waits_for_an_update_in_progress(monkeypatch):
     index.update(graph, {"default_user"})
     assert waited == [True]
     assert described(index) == described(GraphIndex(graph)) and described(index)["user"] == "default_user"
+
+
+@pytest.mark.parametrize(
+    ("kind", "question"),
+    [("husband_of", "what does my wife do"), ("brother_of", "what does my sister do"),
+     ("nephew_of", "what does my aunt do"), ("sister_of", "what does my brother do")],
+)  # fmt: skip
+def test_a_kinship_relation_from_the_user_names_what_the_user_is(tmp_path, bundled, kind, question):
+    # The user "husband_of" Roisin: Roisin is the user's wife, not their husband (the kinship words of the role
+    # are the user's, read from the other side).
+    entities = [
+        Entity("default_user", "person", ["Name: Aoife Brennan", "Lives in Sligo"]),
+        Entity("Roisin Brennan", "person", ["Works as a dancer", "Born in Cork"]),
+        Entity("Cian Brennan", "person", ["Works as a plumber", "Born in Derry"]),
+    ]
+    relations = [Relation("default_user", "Roisin Brennan", kind), Relation("default_user", "Cian Brennan", "parent_of")]
+    found = search(tmp_path, bundled, entities, relations, question)
+    assert ("Roisin Brennan", "Works as a dancer") in found, found
+
+
+def test_my_mum_is_the_parent_not_a_mother_in_law_or_stepmother(tmp_path, bundled):
+    entities = [
+        Entity("default_user", "person", ["Name: Aoife Brennan", "Lives in Sligo"]),
+        Entity("Brid Gallagher", "person", ["Works as a pharmacist", "Born in Galway"]),
+        Entity("Nora Walsh", "person", ["Works as a baker", "Born in Kerry"]),
+        Entity("Ann Daly", "person", ["Works as a pilot", "Born in Clare"]),
+    ]
+    relations = [
+        Relation("default_user", "Brid Gallagher", "child_of"),
+        Relation("default_user", "Nora Walsh", "mother-in-law"),
+        Relation("default_user", "Ann Daly", "stepmother"),
+    ]
+    found = search(tmp_path, bundled, entities, relations, "what does my mum do")
+    assert ("Brid Gallagher", "Works as a pharmacist") in found, found
