@@ -28,6 +28,7 @@ class Hit:
     document: int = -1  # in its index
     cosine: float = math.nan  # the transformer's, with the query, when it read the document (see rerank.py)
     own: bool = False  # one of the user's own observations, read for a first-person question (see rerank.py)
+    nearest: bool = False  # shown only as one of the user's notes nearest a question nothing matched (rerank.py)
 
 
 @dataclass(frozen=True)

@@ -324,7 +324,9 @@ def _nearest_own(hits: list[LabelledHit], cosines: np.ndarray, read: np.ndarray)
     question is about the user, and their notes answer it if anything does ("Plays the cello in an orchestra")."""
     own = [n for n in np.argsort(-cosines, kind="stable") if hits[n].hit.own and read[n] and cosines[n] >= OWN_NEAREST]
     return [
-        replace(hits[n], hit=replace(hits[n].hit, score=float(cosines[n]), rank=float(cosines[n]), relevance=0.0))
+        replace(
+            hits[n], hit=replace(hits[n].hit, score=float(cosines[n]), rank=float(cosines[n]), relevance=0.0, nearest=True)
+        )
         for n in own[:FIRST_MATCHES]
     ]
 

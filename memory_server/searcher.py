@@ -169,7 +169,7 @@ class Searcher:
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
-        if hits and all(h.hit.own and not h.hit.relevance for h in hits):  # rerank._nearest_own's
+        if hits and all(h.hit.nearest for h in hits):  # rerank._nearest_own's (not a match the transformer found)
             note = "; ".join(filter(None, [note, NEAREST_OWN]))
         if not hits:
             note = "; ".join(filter(None, [note, _nothing_found(len(targets), mode, min_score, empty, self.words)]))

@@ -300,3 +300,14 @@ def test_a_first_person_question_nothing_matched_gets_the_users_nearest_notes_an
     for query in ("asdf qwerty zxcv", "what is my asdf qwerty"):  # nonsense, about the user or not: nothing
         nonsense = searcher.search([Target("m", store)], query, "hybrid", 10, None)
         assert nonsense.hits == [], (query, answers(nonsense, 10))
+
+
+def test_a_match_the_transformer_finds_alone_is_not_called_weak_evidence(tmp_path):
+    """"what car do I drive": "2018 Nissan Leaf" is found by the transformer's cosine alone (no word in common, so
+    the static cut-off gave it no relevance); it is a match, not one of the nearest notes shown for want of one."""
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    for query, answer in (("what car do I drive", "2018 Nissan Leaf"), ("which football team do I support", "Sligo Rovers fan")):
+        outcome = searcher.search([Target("m", store)], query, "hybrid", 10, None)
+        assert answers(outcome, 1) == [("default_user", answer)], answers(outcome, 10)
+        assert "weak" not in (outcome.note or ""), outcome.note
