@@ -323,12 +323,11 @@ def _nearest_own(hits: list[LabelledHit], cosines: np.ndarray, read: np.ndarray)
     own notes the transformer reads nearest it, at most FIRST_MATCHES of them and each OWN_NEAREST at least: the
     question is about the user, and their notes answer it if anything does ("Plays the cello in an orchestra")."""
     own = [n for n in np.argsort(-cosines, kind="stable") if hits[n].hit.own and read[n] and cosines[n] >= OWN_NEAREST]
-    return [
-        replace(
-            hits[n], hit=replace(hits[n].hit, score=float(cosines[n]), rank=float(cosines[n]), relevance=0.0, nearest=True)
-        )
-        for n in own[:FIRST_MATCHES]
-    ]
+    shown = []
+    for n in own[:FIRST_MATCHES]:
+        score = float(cosines[n])
+        shown.append(replace(hits[n], hit=replace(hits[n].hit, score=score, rank=score, relevance=0.0, nearest=True)))
+    return shown
 
 
 def _close_to_the_best(chosen: list[int], cosines: np.ndarray, read: np.ndarray) -> list[int]:
