@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
-from memory_server.kinship import converse, role_fit
+from memory_server import kinship
 from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
 from memory_server.user_facts import (
@@ -264,7 +264,7 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     for found in set(by_role.values()):
         fits[found] = fit[:, [column[r] for r in found]].max(axis=1)
         for w, word in enumerate(asked):
-            kept = role_fit(word, found)
+            kept = kinship.role_fit(word, found)
             if kept is not None:
                 fits[found][w] = kept
     # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
@@ -348,7 +348,7 @@ def _role_of_other(kind: str, user_is_source: bool) -> str:
         return CONVERSE[said]
     if len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
         return CONVERSE[parts[-2]]
-    other = converse(" ".join(parts[:-1])) if len(parts) >= 2 and parts[-1] == "of" else None
+    other = kinship.converse(" ".join(parts[:-1])) if len(parts) >= 2 and parts[-1] == "of" else None
     return other or said  # the user "husband of" Roisin: she is the user's spouse, not their husband
 
 

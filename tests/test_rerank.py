@@ -307,7 +307,11 @@ def test_a_match_the_transformer_finds_alone_is_not_called_weak_evidence(tmp_pat
     the static cut-off gave it no relevance); it is a match, not one of the nearest notes shown for want of one."""
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
-    for query, answer in (("what car do I drive", "2018 Nissan Leaf"), ("which football team do I support", "Sligo Rovers fan")):
+    found_alone = (
+        ("what car do I drive", "2018 Nissan Leaf"),
+        ("which football team do I support", "Sligo Rovers fan"),
+    )
+    for query, answer in found_alone:
         outcome = searcher.search([Target("m", store)], query, "hybrid", 10, None)
         assert answers(outcome, 1) == [("default_user", answer)], answers(outcome, 10)
         assert "weak" not in (outcome.note or ""), outcome.note

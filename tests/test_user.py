@@ -432,7 +432,8 @@ def test_an_edit_that_changes_the_user_is_seen_by_the_next_first_person_question
     store.mutate(lambda g: g.create_entities([Entity("Ana Shah", "person", ["Priya's sister", "Lives in Pune"])]))
     assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister"}  # a note that names the user
     store.mutate(lambda g: g.create_relations([Relation("Priya Shah", "Ana Shah", "sibling of")]))
-    assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister", "sibling"}  # a new relation, read from the user's side
+    # a new relation, read from the user's side
+    assert after_a_question(searcher, store)["roles"]["Ana Shah"] == {"sister", "sibling"}
 
     store.mutate(lambda g: g.create_entities([Entity("default_user", "person", ["Lives in Leeds"])]))
     user = after_a_question(searcher, store)  # a created default_user is the user, and knows no one yet
@@ -566,7 +567,10 @@ def test_a_kinship_relation_from_the_user_names_what_the_user_is(tmp_path, bundl
         Entity("Roisin Brennan", "person", ["Works as a dancer", "Born in Cork"]),
         Entity("Cian Brennan", "person", ["Works as a plumber", "Born in Derry"]),
     ]
-    relations = [Relation("default_user", "Roisin Brennan", kind), Relation("default_user", "Cian Brennan", "parent_of")]
+    relations = [
+        Relation("default_user", "Roisin Brennan", kind),
+        Relation("default_user", "Cian Brennan", "parent_of"),
+    ]
     found = search(tmp_path, bundled, entities, relations, question)
     assert ("Roisin Brennan", "Works as a dancer") in found, found
 
