@@ -18,7 +18,6 @@ Each rebuild returns the `Changes` between the two graphs, which the store logs 
 from __future__ import annotations
 
 import itertools
-import unicodedata
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,7 @@ from memory_server.errors import EntityNotFoundError, echo
 
 # The records and their line codec live in jsonl.py; they are also imported from here.
 from memory_server.follow import Changes, Following, Segment  # noqa: F401
-from memory_server.joined import JoinedText
+from memory_server.joined import JoinedText, unaccented
 from memory_server.jsonl import (  # noqa: F401
     Entity,
     Relation,
@@ -438,11 +437,8 @@ class KnowledgeGraph(Following):
 
 
 def _folded(name: str) -> str:
-    """`name` casefolded and without its accents (combining marks), as a person may type it."""
-    name = name.casefold()
-    if name.isascii():
-        return name
-    return "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    """`name` casefolded and without its accents, as a person may type it."""
+    return unaccented(name.casefold())
 
 
 def _text_of(record: Entity | Relation | UnusableLine) -> str:

@@ -6,6 +6,7 @@ the observations that name the user).
 from __future__ import annotations
 
 import bisect
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,13 @@ else:
 
 
 _CHUNK = 4096  # texts lower-cased in one call
+
+
+def unaccented(text: str) -> str:
+    """The text without its accents (combining marks), as a person may type it: "Siobhan" for "Siobhán"."""
+    if text.isascii():
+        return text
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 class JoinedText:

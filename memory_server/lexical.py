@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import functools
 import re
-import unicodedata
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import Stemmer
 
+from memory_server.joined import unaccented
 from memory_server.lazy import lazy_module
 
 if TYPE_CHECKING:
@@ -47,19 +47,12 @@ def words(text: str) -> list[str]:
 
 def tokenize(text: str) -> list[str]:
     """The search terms of a text: its words without stop words or accents, stemmed ("Siobhan" finds "Siobhán")."""
-    return [stem(w) for w in words(_unaccented(text)) if w not in STOPWORDS]
+    return [stem(w) for w in words(unaccented(text)) if w not in STOPWORDS]
 
 
 def stems(text: str) -> tuple[str, ...]:
     """Every word of a text, stemmed, stop words kept: "Projects" and "project" are one, "my projects" is not."""
-    return tuple(map(stem, words(_unaccented(text))))
-
-
-def _unaccented(text: str) -> str:
-    """The text without accents: people type names as their keyboard lets them ("Roisin", "Jose", "Muller")."""
-    if text.isascii():
-        return text
-    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return tuple(map(stem, words(unaccented(text))))
 
 
 def is_first_person(text: str) -> bool:
@@ -82,7 +75,7 @@ def related_terms(
     found: dict[str, list[tuple[str, float]]] = {}
     if not vocabulary:  # an empty memory: nothing to stand for anything (and no need of the model's word list)
         return found
-    for word in set(words(_unaccented(query))) - STOPWORDS:
+    for word in set(words(unaccented(query))) - STOPWORDS:
         own = stem(word)
         chosen: dict[str, float] = {}
         for other, similarity in neighbours(word):
