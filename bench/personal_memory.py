@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Six personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Seven personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -17,7 +17,12 @@ entities, written as an assistant would have stored it, with questions asked as 
 - `priya` (written blind in round 6): Priya Raghunathan's (an ICU nurse in Toronto, separated, a daughter on alternate
   weeks, her father in a retirement home, a tenant in the basement; her project is ShiftSwap, a Rails app), terse
   notes about "default_user" and full sentences about "Priya Raghunathan" at work, dated notes, facts in relations,
-  near-duplicates (her ex's new family, two managers, two hospitals, five cars); run it to report, like tom.
+  near-duplicates (her ex's new family, two managers, two hospitals, five cars); run it to report, like tom;
+- `margit` (held out, written blind in round 10): Margit Halvorsen's (a retired maths teacher in Bergen, widowed, living
+  with her partner, five grandchildren, a hytte and two boats; her "work" is treasurer of a residents' association,
+  her project a Hugo family-history site her grandson set up), full sentences about "Margit Halvorsen" and some
+  notes about "Margit", topic entities, facts in relations, dated and updated notes, Norwegian formats and words,
+  near-duplicate birthdays, doctors, boats, cars and addresses; run it to report, like tom and priya.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -25,7 +30,7 @@ For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the an
 came back, and, for the questions the memory cannot answer, how many came back on average and how many came back
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|dimitra|rosa|tom|priya]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|dimitra|rosa|tom|priya|margit]
         [--misses]
 """
 
@@ -197,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     personas = sorted(folder.name for folder in DATA.iterdir() if (folder / "questions.txt").is_file())
     parser.add_argument(
-        "--persona", choices=personas, default="hannah", help="tom and priya are held out; the others are dev"
+        "--persona", choices=personas, default="hannah", help="tom, priya and margit are held out; the others are dev"
     )
     parser.add_argument("--mode", default="hybrid", choices=("hybrid", "semantic"))
     parser.add_argument("--model", default=None, help="model2vec folder or hub id (default: the bundled model)")
