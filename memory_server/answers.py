@@ -7,16 +7,19 @@ the shape is read here; which notes are weighed by it is the ranker's business (
 
 Month and weekday names come from the standard library's `calendar` (English names and abbreviations), so
 "3 Aug", "Tue 5pm" and "since 2019" are dates without a hand-kept list; they count capitalised only ("May 2026",
-not "I may go").
+not "I may go"). Job titles ("what does my husband do": "Midwife, Rotunda Hospital") come from WordNet, read once
+into occupations.txt by scripts/build_occupations.py.
 """
 
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from enum import Enum
+from pathlib import Path
 
-from memory_server.lexical import words
+from memory_server.lexical import stem, words
 
 
 class Shape(Enum):
@@ -24,6 +27,7 @@ class Shape(Enum):
     TIME = "time"  # a time of day or a weekday
     PLACE = "place"  # a proper name: "Strandhill Rd, Sligo", "Melbourne since 2019" is not one (first word)
     NUMBER = "number"  # any figure: an amount, a phone number, a plate
+    OCCUPATION = "occupation"  # a job title, or words that say a job ("works as", "runs a", "retired")
 
 
 # Question words and what they ask for, first match wins ("what time" before "what"); multi-word cues are phrases.
@@ -33,6 +37,13 @@ _ASKS = (
     (("when",), Shape.DATE),
     (("where",), Shape.PLACE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
+    (("for a living", "for work", "job", "profession", "occupation", "career", "work as"), Shape.OCCUPATION),
+)
+# "what does my husband do", "what did Dad do": a question that ends on its verb "do" asks what someone does
+_DOES = re.compile(r"^(?:what|wat) (?:does|did|do) .+ do$")
+# Words that say a job where no title does: "Works as an architect", "Runs a small bookshop", "Owns Delgado Auto Body", "Retired in 2019"
+_JOB_WORDS = re.compile(
+    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|the|his|her|their)|owns|founded|retired|self-employed)\b"
 )
 
 _MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
@@ -46,17 +57,20 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 
 def asked_shape(question: str) -> Shape | None:
     """The shape of answer a question asks for, from its question words; None when it does not say."""
-    text = " " + " ".join(words(question)) + " "
+    said = " ".join(words(question))
+    text = f" {said} "
     for cues, shape in _ASKS:
         if any(f" {cue} " in text for cue in cues):
             return shape
-    return None
+    return Shape.OCCUPATION if _DOES.match(said) else None
 
 
 def has_shape(note: str, shape: Shape) -> bool:
     """Whether a note holds an answer of `shape`."""
     if shape is Shape.NUMBER:
         return bool(_DIGIT.search(note))
+    if shape is Shape.OCCUPATION:
+        return _names_a_job(note)
     if shape is Shape.PLACE:
         return bool(_NAME.search(note.strip()))
     said = {word.lower() for word in _CAPITALISED.findall(note)}
@@ -64,3 +78,21 @@ def has_shape(note: str, shape: Shape) -> bool:
     if shape is Shape.TIME:
         return when_in_week
     return when_in_week or bool(_YEAR.search(note)) or not said.isdisjoint(_MONTHS)
+
+
+def _names_a_job(note: str) -> bool:
+    """Whether a note says a job: a title of occupations.txt (one to three words, stemmed: "nurses" is "nurse"),
+    or words that say one (`_JOB_WORDS`)."""
+    said = words(note)
+    if _JOB_WORDS.search(" ".join(said)):
+        return True
+    stemmed = [stem(word) for word in said]
+    titles = _titles()
+    return any(" ".join(stemmed[start : start + size]) in titles for size in (1, 2, 3) for start in range(len(stemmed)))
+
+
+@functools.cache
+def _titles() -> frozenset[str]:
+    """The job titles of occupations.txt, each as its stemmed words joined by spaces."""
+    lines = (Path(__file__).with_name("occupations.txt").read_text(encoding="utf-8")).splitlines()
+    return frozenset(" ".join(stem(w) for w in words(line)) for line in lines if line and not line.startswith("#"))

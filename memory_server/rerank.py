@@ -57,6 +57,9 @@ RERANK_FLOOR = 0.5  # a hit under this share of the best blend is left out
 LEAST_COSINE = 0.1  # a hit the transformer reads as this unrelated is left out, wherever the static ranking put it
 FIRST_MATCHES = 3  # past these, a hit whose cosine is COSINE_GAP under the best hit's is left out: it seldom answers
 COSINE_GAP = 0.25  # (dev personas: 6.1 matches a question, not 8.0; 4.7, not 5.7, without an answer; same hit@3)
+ANSWER_BONUS = 0.2  # added to the blend of a hit of the entity a first-person question is about that has the shape
+# of answer it asks for (Hit.shaped): the transformer reads neither who nor what shape ("12h night shifts" is nearer
+# "what does my husband do" than "Midwife, Rotunda Hospital")
 OWN_NEAREST = 0.25  # the cosine a user's own note needs to answer a first-person question nothing else matched
 OWN_BEST = 30  # documents of a memory read whole that the transformer adds to the pool: its own best
 WHOLE_MEMORY = 5000  # a memory of at most this many documents is read whole, in the background, after its first search
@@ -305,6 +308,7 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
     weight = _weights(others)
     blend = weight * _stretched(cosines) + (1 - weight) * _stretched(static)
+    blend += ANSWER_BONUS * np.array([h.hit.shaped for h in others])
     before = np.array([id(h.hit) in kept for h in others])
     counts = before | (read & (cosines >= COSINE_ALONE))
     if not counts.any():

@@ -17,7 +17,11 @@ from memory_server.answers import Shape, asked_shape, has_shape
         ("how much does childcare cost", Shape.NUMBER),
         ("what's the plumber's number", Shape.NUMBER),
         ("who is my boss", None),
-        ("what does my husband do", None),
+        ("what does my husband do", Shape.OCCUPATION),
+        ("what did my dad do for work", Shape.OCCUPATION),
+        ("what's my sister's job", Shape.OCCUPATION),
+        ("what do I do if the boiler breaks", None),
+        ("how much does my job pay", Shape.NUMBER),
     ],
 )
 def test_question_words_say_the_shape_of_the_answer(question, shape):
@@ -33,3 +37,21 @@ def test_notes_hold_dates_times_places_and_numbers():
     # Names of months and days count capitalised only: a verb or a noun is not a date.
     assert not has_shape("I may go out in the sun", Shape.DATE)
     assert not any(has_shape("Hates coriander", shape) for shape in Shape)
+
+
+def test_notes_that_say_a_job():
+    for note in (
+        "Midwife, Rotunda Hospital",
+        "ICU nurse, The Alfred",
+        "Retired primary teacher",
+        "Was a produce broker",
+        "Public defender, felony unit",
+        "Works as an architect",
+        "Runs a small bookshop",
+        "Owns Delgado Auto Body in South Tucson",
+        "Senior data engineers at Brightwave",  # a plural is stemmed to the title
+    ):
+        assert has_shape(note, Shape.OCCUPATION), note
+    # Family, friends and habits are no job ("hand" is first a body part in WordNet, "mother" no occupation).
+    for note in ("Hates coriander", "Best friend since UCD", "Mother of two", "Broke her hand skiing", "Runs 5 km"):
+        assert not has_shape(note, Shape.OCCUPATION), note

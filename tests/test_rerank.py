@@ -78,6 +78,16 @@ def test_questions_sharing_no_word_with_the_fact_find_it(tmp_path):
         assert "re-ranked by all-MiniLM-L6-v2" in outcome.model
 
 
+def test_a_question_about_someones_job_puts_the_job_first(tmp_path):
+    # The transformer reads "12h night shifts" nearer "what does my husband do" than "Midwife, Rotunda Hospital";
+    # the husband's note that says a job (answers.Shape.OCCUPATION) keeps the mark the static ranking gave it.
+    store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    for question in ("what does my husband do", "what's my husband's job"):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert answers(outcome, 1) == [("Cian Brennan", "Midwife, Rotunda Hospital")], answers(outcome, 10)
+
+
 def test_nonsense_still_returns_nothing(tmp_path):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
