@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Seven personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Eight personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -18,6 +18,10 @@ entities, written as an assistant would have stored it, with questions asked as 
   weeks, her father in a retirement home, a tenant in the basement; her project is ShiftSwap, a Rails app), terse
   notes about "default_user" and full sentences about "Priya Raghunathan" at work, dated notes, facts in relations,
   near-duplicates (her ex's new family, two managers, two hospitals, five cars); run it to report, like tom;
+- `kwabena` (dev, round 10, written blind): Kwabena Mensah's (a freelance sound engineer and part-time lecturer in
+  Manchester, a husband and two children, his mother in Accra, a loft conversion, Crohn's disease; his project is
+  stemcheck, a Python CLI), terse notes about "user" at home and full sentences about "Kwabena Mensah" at work, topic
+  entities ("Health", "Car", "Finances 2025"), dated notes, updated facts, near-duplicate birthdays, doctors and cars;
 - `margit` (held out, written blind in round 10): Margit Halvorsen's (a retired maths teacher in Bergen, widowed, living
   with her partner, five grandchildren, a hytte and two boats; her "work" is treasurer of a residents' association,
   her project a Hugo family-history site her grandson set up), full sentences about "Margit Halvorsen" and some
@@ -30,8 +34,8 @@ For each it prints hit@1, hit@3 and MRR (first answer in the top 10) over the an
 came back, and, for the questions the memory cannot answer, how many came back on average and how many came back
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
-    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py [--persona hannah|aoife|dimitra|rosa|tom|priya|margit]
-        [--misses]
+    HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py
+        [--persona hannah|aoife|dimitra|rosa|kwabena|tom|priya|margit] [--misses]
 """
 
 from __future__ import annotations

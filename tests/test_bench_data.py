@@ -18,7 +18,7 @@ PERSONAS = sorted(folder.name for folder in bench.DATA.iterdir() if (folder / "q
 
 
 def test_the_bench_has_its_personas():
-    assert {"hannah", "aoife", "dimitra", "rosa", "tom", "priya", "margit"} <= set(PERSONAS)
+    assert {"hannah", "aoife", "dimitra", "rosa", "kwabena", "tom", "priya", "margit"} <= set(PERSONAS)
 
 
 @pytest.mark.parametrize("persona", PERSONAS)
