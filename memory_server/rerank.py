@@ -317,7 +317,8 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     chosen = [n for n in np.argsort(-blend, kind="stable") if before[n] or (counts[n] and blend[n] >= floor)]
     chosen = _close_to_the_best(chosen, cosines, read)
     again = [
-        replace(others[n], hit=replace(others[n].hit, score=float(blend[n]), rank=float(blend[n]))) for n in chosen
+        replace(others[n], hit=replace(others[n].hit, score=min(float(blend[n]), 1.0), rank=float(blend[n])))
+        for n in chosen
     ]
     return sorted(named, key=lambda labelled: -labelled.hit.rank) + again
 

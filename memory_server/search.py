@@ -173,24 +173,20 @@ class GraphIndex(DocumentIndex):
         return out
 
     def _answering(self, query: str, embedder: Embedder, documents: np.ndarray) -> set[int]:
-        """Those of `documents` that `_shaped` raises for a first-person question: of the entity it is about, with
-        the shape of answer it asks for. The transformer reads neither ("what does my husband do": "12h night
-        shifts" reads nearer than "Midwife, Rotunda Hospital"), so the re-ranker keeps the mark (rerank.py)."""
+        """Those of `documents` that `_shaped` raises for a first-person question that names someone by their role
+        for the user ("my husband"): theirs, with the shape of answer it asks for. The transformer reads neither
+        ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital"), so the
+        re-ranker keeps the mark (rerank.py). Not the user's own notes: they answer questions of every kind ("where
+        did I work before": four of Aoife's notes hold a place), and the mark would lift them all."""
         shape = asked_shape(query)
         if shape is None or self.user is None:
             return set()
-        focus = set(self._focus(query, embedder)[0].tolist())
+        reached = set(role_documents(self, self.user, query, embedder)[0].tolist())
         return {
             d
             for d in documents.tolist()
-            if d in focus and self.observations[d] is not None and has_shape(self.observations[d], shape)
+            if d in reached and self.observations[d] is not None and has_shape(self.observations[d], shape)
         }
-
-    def _focus(self, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """What a first-person question is about: the documents of the entity it names by its role for the user
-        (user.role_documents), or else the user's own; then the role's documents, and those that say the role."""
-        reached, identity = role_documents(self, self.user, query, embedder)
-        return (reached if len(reached) else self.user.own), reached, identity
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
@@ -247,7 +243,7 @@ class GraphIndex(DocumentIndex):
         top = spread * max((leading - usual) / spread, 1.0)
         focus = kept[:0]
         if user is not None:
-            focus, reached, identity = self._focus(query, embedder)
+            reached, identity = role_documents(self, user, query, embedder)
             supported = np.zeros(len(values), dtype=bool)
             supported[kept] = True
             scores.fill(reached)
@@ -258,6 +254,7 @@ class GraphIndex(DocumentIndex):
             values[identity] += IDENTITY_SHARE * top
             supported[reached] = True
             kept = np.flatnonzero(supported)
+            focus = reached if len(reached) else user.own
         shape = asked_shape(query) if len(focus) else None
         if shape is not None:
             kept = self._shaped(shape, scores, kept, focus, usual, ANSWER_SHARE * top)
