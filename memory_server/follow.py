@@ -56,6 +56,7 @@ class Following:
     _dirty: set[int]
     _ends_with_newline: bool
     newline: bytes
+    bom: int | None
     _private: set[str] | None
     _collided: bool
     built_by: str
@@ -91,6 +92,8 @@ class Following:
         graph._on_disk = len(graph.records)
         if not self._layout.offset(len(self.records)):  # an empty file had no line ending: its first lines tell it
             graph.newline = newline_of(b"".join(new))
+        if self.bom in removed:  # its line was written again: the mark is on the first new line that starts with one
+            graph.bom = next((slot for slot, line in added if line.startswith("\ufeff".encode())), None)
         graph.built_by, graph.parsed_lines = "grown", len(added)
         touched = [self.records[slot] for slot in removed] + [graph.records[slot] for slot, _ in added]
         return graph, Changes(
@@ -198,6 +201,7 @@ class Following:
         graph._on_disk = self._on_disk
         graph._ends_with_newline = self._ends_with_newline
         graph.newline = self.newline
+        graph.bom = self.bom
         return graph
 
     def _changes_from(self, previous: KnowledgeGraph) -> Changes:

@@ -118,6 +118,35 @@ def test_a_file_saved_on_windows_keeps_its_crlf_line_ends(write, final_newline):
     _same_layout(graph, KnowledgeGraph.parse(new))
 
 
+FIRST_LINE_WRITES = {
+    "add_observations": lambda g: g.add_observations([("Ann", ["opened"])]),
+    "delete_observations": lambda g: g.delete_observations([("Ann", ["likes hiking"])]),
+    "delete_entities": lambda g: g.delete_entities(["Ann"]),  # its relation too: the BOM goes to line 2
+    "delete everything": lambda g: (g.delete_entities(["Ann", "Shop"]), g.create_entities([Entity("New", "t", [])])),
+}
+
+
+@pytest.mark.parametrize("crlf", [False, True], ids=["LF", "CRLF"])
+@pytest.mark.parametrize("write", FIRST_LINE_WRITES.values(), ids=FIRST_LINE_WRITES.keys())
+def test_a_byte_order_mark_stays_when_the_first_line_is_rewritten_or_removed(write, crlf):
+    """A file saved with a BOM (Notepad, PowerShell 5) keeps it at its start whatever a write does to its first line:
+    old Windows tools read a file without one as the ANSI code page. A file without one gets none."""
+    text = UPSTREAM_FILE + "\nnot json\n"
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    for bom in ("\ufeff", ""):
+        old = (bom + text).encode()
+        graph = KnowledgeGraph.parse(old)
+        write(graph)
+        new = _apply(graph.plan(), old)
+        graph.written()
+        assert new.startswith(b"\xef\xbb\xbf") == bool(bom) and new.count(b"\xef\xbb\xbf") == bool(bom), new
+        assert b"not json" + b"\r" * crlf + b"\n" in new  # kept, the BOM before it when it is the first line
+        fresh = KnowledgeGraph.parse(new)
+        _same_layout(graph, fresh)
+        _same_graph(graph, fresh)
+
+
 @pytest.mark.parametrize("write", [WRITES["create_entities"], WRITES["add_observations"]], ids=["append", "rewrite"])
 def test_a_last_line_cut_between_its_cr_and_lf_is_ended_by_the_lf_alone(write):
     """A CRLF file whose last line lost its LF (a save cut short, a tool that wrote the CR and the LF apart) still
