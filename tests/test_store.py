@@ -807,3 +807,43 @@ def test_a_file_with_lf_line_ends_is_written_with_lf_alone(tmp_path):
     store.mutate(lambda g: g.add_observations([("e1", ["ours"])]))
     another_server(path, "create")
     assert b"\r" not in path.read_bytes()
+
+
+CONVERT = """
+import os, sys
+path, ending, how = sys.argv[1], sys.argv[2].encode().decode("unicode_escape").encode(), sys.argv[3]
+with open(path, "rb") as file:
+    lines = file.read().splitlines()
+data = b"".join(line + ending for line in lines)
+if how == "in place":
+    with open(path, "r+b") as file:
+        file.truncate(0)
+        file.write(data)
+else:
+    with open(path + ".converted", "wb") as file:
+        file.write(data)
+    os.replace(path + ".converted", path)
+"""
+
+
+@pytest.mark.parametrize("how", ["in place", "by rename"])
+def test_line_ends_another_program_converts_are_the_ones_every_later_write_uses(tmp_path, how):
+    """A program (dos2unix, an editor, git's autocrlf) converts the file LF -> CRLF and back while two servers
+    follow it: the next append and rewrite of each, and of a server in another process, end their lines as the file
+    ends them now, never as it ended them when the server first read it."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(WINDOWS_FILE.replace(b"\r\n", b"\n") + b"\n")
+    store, other = GraphStore(path), GraphStore(path)
+    names(store), names(other)
+    for ending, outside in (("\\r\\n", "create"), ("\\n", "observe")):
+        done = subprocess.run([sys.executable, "-c", CONVERT, str(path), ending, how], capture_output=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        create(store, f"appended after {ending}")
+        other.mutate(lambda g: g.add_observations([("e1", [f"rewritten after {ending}"])]))  # noqa: B023
+        store.mutate(lambda g: g.add_observations([("e0", [f"rewritten after {ending}"])]))  # noqa: B023
+        create(other, f"appended by the other after {ending}")
+        another_server(path, outside)  # an append, then a rewrite
+        data = path.read_bytes()
+        crlf = ending == "\\r\\n"
+        assert data.count(b"\r\n") == (data.count(b"\n") if crlf else 0), data
+        assert names(store) == names(other) == names(GraphStore(path))
