@@ -836,7 +836,8 @@ def test_line_ends_another_program_converts_are_the_ones_every_later_write_uses(
     store, other = GraphStore(path), GraphStore(path)
     names(store), names(other)
     for ending, outside in (("\\r\\n", "create"), ("\\n", "observe")):
-        done = subprocess.run([sys.executable, "-c", CONVERT, str(path), ending, how], capture_output=True, timeout=60, check=False)
+        command = [sys.executable, "-c", CONVERT, str(path), ending, how]
+        done = subprocess.run(command, capture_output=True, timeout=60, check=False)
         assert done.returncode == 0, done.stderr
         create(store, f"appended after {ending}")
         other.mutate(lambda g: g.add_observations([("e1", [f"rewritten after {ending}"])]))  # noqa: B023
