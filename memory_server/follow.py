@@ -101,6 +101,11 @@ class Following:
             frozenset(r.key for r in touched if isinstance(r, Relation)),
         )
 
+    def same_lines(self, other: KnowledgeGraph) -> bool:
+        """Whether this graph's file and `other`'s hold the same lines, byte for byte (their hashes: `touch`, or a
+        file saved again unchanged, read again)."""
+        return self is other or self._layout.line_hashes() == other._layout.line_hashes()
+
     def _replace(self, slot: int, record: Entity | Relation | UnusableLine) -> bool:
         """Put `record` in the place of the record at `slot` if it is the same name (or both are unusable lines),
         keeping its place in the order of names; False otherwise."""

@@ -42,7 +42,13 @@ import filelock
 
 from memory_server import delta
 from memory_server.changelog import ChangeLog
-from memory_server.errors import FileBusyError, LockTimeoutError, LockUnavailableError, MemoryFileError
+from memory_server.errors import (
+    FileBusyError,
+    LockTimeoutError,
+    LockUnavailableError,
+    MemoryFileError,
+    MemoryServerError,
+)
 from memory_server.files import (
     FileChangedError,
     Stamp,
@@ -141,8 +147,10 @@ class GraphStore:
             return self._changes.since(version)
 
     def noticed_change(self) -> bool:
-        """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read. The
-        graph follows the file at the next call that needs it, so an idle server spends next to nothing."""
+        """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read when
+        its size changed. The graph follows the file at the next call that needs it, so an idle server spends next to
+        nothing. A file of the same size is read (see `_same_bytes`): `touch`, or a sync client or an editor saving
+        the same bytes again, is no change to tell about."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -151,8 +159,9 @@ class GraphStore:
             now = Stamp.of(st) if stat.S_ISREG(st.st_mode) else None
         if now == self._announced:
             return False
+        same = self._same_bytes(now)
         self._announced = now
-        return True
+        return not same
 
     def announce(self) -> bool:
         """Whether the state this store holds now is one subscribers were not told about yet (they are, from now)."""
@@ -230,6 +239,20 @@ class GraphStore:
             return " ".join(notes) or None
 
     # ---- internals -----------------------------------------------------------------------------------------
+
+    def _same_bytes(self, now: Stamp | None) -> bool:
+        """Whether the file, in state `now`, holds the very bytes of the state subscribers were last told about.
+        Only a file of that size can, and only the graph of that state can tell, once it has followed the file
+        (False whenever that cannot be told)."""
+        told = self._announced if self._announced is not None else self._stamp  # none yet: what calls have read
+        if now is None or told is None or now.size != told.size:
+            return False
+        try:
+            with self._turn() as deadline:
+                held = self._graph if self._stamp == told else None
+                return held is not None and self._current(deadline).same_lines(held) and self._stamp == now
+        except MemoryServerError:
+            return False  # the call that reads it will say what is wrong
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[_Deadline]:

@@ -852,3 +852,20 @@ def test_line_ends_another_program_converts_are_the_ones_every_later_write_uses(
         crlf = ending == "\\r\\n"
         assert data.count(b"\r\n") == (data.count(b"\n") if crlf else 0), data
         assert names(store) == names(other) == names(GraphStore(path))
+
+
+def test_a_file_touched_or_saved_again_unchanged_is_noticed_as_no_change(tmp_path):
+    """`touch`, or the same bytes saved again, is no change to tell subscribers about (the file is read to know:
+    its size is the same); an edit of the same size is one; a change of size is told without reading anything."""
+    store, path = memory_of(tmp_path, 3)
+    names(store)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert store.noticed_change() is False
+    save_by_rename(path, path.read_bytes())
+    assert store.noticed_change() is False and store.noticed_change() is False
+    save_in_place(path, path.read_bytes().replace(b"about e1", b"about e2"))
+    assert store.noticed_change() is True and store.noticed_change() is False
+    loads = store.loads.total()
+    with path.open("ab") as file:
+        file.write((OUTSIDE.format("appended") + "\n").encode())
+    assert store.noticed_change() is True and store.loads.total() == loads
