@@ -48,6 +48,7 @@ from memory_server.errors import (
     LockUnavailableError,
     MemoryFileError,
     MemoryServerError,
+    MergeConflictError,
 )
 from memory_server.files import (
     FileChangedError,
@@ -67,6 +68,7 @@ from memory_server.files import (
     write_mark,
 )
 from memory_server.graph import Changes, KnowledgeGraph, Plan
+from memory_server.jsonl import CONFLICT_MARKER
 from memory_server.target import Target, find_target
 from memory_server.unusable import describe_skipped
 
@@ -208,6 +210,7 @@ class GraphStore:
                         continue
                     now.require_writable()
                     graph = self._load(now, deadline, writing=True)
+                    _refuse_unfinished_merge(self.path, graph)
                     try:
                         result = change(graph)
                         if not graph.edits:
@@ -472,6 +475,13 @@ class _Deadline:
         sooner = _Deadline(0)
         sooner.start, sooner.end = self.start, min(self.end, time.monotonic() + seconds)
         return sooner
+
+
+def _refuse_unfinished_merge(path: Path, graph: KnowledgeGraph) -> None:
+    """Refuse to change a file that holds git's conflict markers: its records are both sides' versions of them."""
+    markers = [line.line_number for line in graph.skipped_lines() if line.reason == CONFLICT_MARKER]
+    if markers:
+        raise MergeConflictError(path, markers)
 
 
 def _plain_file_stamp(path: Path) -> Stamp | None:

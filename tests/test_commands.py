@@ -718,6 +718,9 @@ def test_check_and_import_say_how_to_finish_a_git_merge_left_in_a_file(memory, t
     assert "unfinished git merge" in checked.stdout and "install-merge-driver" in checked.stdout
     imported = cli("import", merged, "--memory-path", memory)
     assert imported.returncode == 1 and "unfinished git merge" in imported.stderr
+    into = cli("import", OFFICIAL, "--memory-path", merged)  # a write to the conflicted memory
+    assert into.returncode == 3 and "holds an unfinished git merge (conflict markers on lines 1, 3, 5)" in into.stderr
+    assert "Nothing was written" in into.stderr and merged.read_text().startswith("<<<<<<< HEAD\n")
 
 
 def test_check_recognises_files_that_import_reads(tmp_path):

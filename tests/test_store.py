@@ -18,6 +18,7 @@ from memory_server import files
 from memory_server.errors import (
     LockTimeoutError,
     LockUnavailableError,
+    MergeConflictError,
     NotAMemoryFileError,
     ReadOnlyFileError,
 )
@@ -869,3 +870,20 @@ def test_a_file_touched_or_saved_again_unchanged_is_noticed_as_no_change(tmp_pat
     with path.open("ab") as file:
         file.write((OUTSIDE.format("appended") + "\n").encode())
     assert store.noticed_change() is True and store.loads.total() == loads
+
+
+def test_a_write_to_a_file_with_conflict_markers_is_refused_and_changes_nothing(tmp_path):
+    """Both sides of an unfinished merge are in the file (the first loaded, the second kept as a skipped line): a
+    write would change the first and merge or drop the second, so it is refused until the markers are gone."""
+    path = tmp_path / ".ai-memory.jsonl"
+    ours = '{"type":"entity","name":"API","entityType":"c","observations":["REST"]}'
+    theirs = '{"type":"entity","name":"API","entityType":"c","observations":["REST"]}'  # the same: it would merge
+    conflicted = f"<<<<<<< HEAD\n{ours}\n=======\n{theirs}\n>>>>>>> feature\n".encode()
+    path.write_bytes(conflicted)
+    store = GraphStore(path)
+    with pytest.raises(MergeConflictError, match=r"unfinished git merge \(conflict markers on lines 1, 3, 5\)"):
+        store.mutate(lambda g: g.add_observations([("API", ["uses JWT"])]))
+    assert path.read_bytes() == conflicted and names(store) == ["API"]
+    path.write_text(ours + "\n")  # the merge finished
+    store.mutate(lambda g: g.add_observations([("API", ["uses JWT"])]))
+    assert "uses JWT" in path.read_text()
