@@ -64,9 +64,9 @@ class UnusableLine:
 def decode_record(line: bytes) -> Entity | Relation | UnusableLine:
     """The record a line of the file holds, or the line kept verbatim with the reason it cannot be used."""
     text = line.decode("utf-8", "surrogateescape")
-    if not text.strip():
-        return UnusableLine(text, None)
     body = _without_bom(text)
+    if not body.strip():  # a BOM alone too: Notepad saves an empty file so
+        return UnusableLine(text, None)
     parsed = parse_or_problem(body)
     try:
         if isinstance(parsed, ValueError):

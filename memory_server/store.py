@@ -67,7 +67,7 @@ from memory_server.files import (
     write_atomically,
     write_mark,
 )
-from memory_server.graph import Changes, KnowledgeGraph, Plan
+from memory_server.graph import BOM, Changes, KnowledgeGraph, Plan
 from memory_server.jsonl import CONFLICT_MARKER
 from memory_server.target import Target, find_target
 from memory_server.unusable import describe_skipped
@@ -498,7 +498,7 @@ def _incomplete_tail(data: bytes) -> bool:
     server wrote has no final newline, but its last line is complete)."""
     if not data or data.endswith(b"\n"):
         return False
-    last = data[data.rfind(b"\n") + 1 :]
+    last = data[data.rfind(b"\n") + 1 :].removeprefix(BOM)  # a Windows tool's first line: json.loads refuses it
     if not last.strip():
         return False
     try:

@@ -118,6 +118,19 @@ def test_a_file_saved_on_windows_keeps_its_crlf_line_ends(write, final_newline):
     _same_layout(graph, KnowledgeGraph.parse(new))
 
 
+def test_a_file_holding_a_byte_order_mark_alone_is_empty_and_keeps_it():
+    """Notepad saves an empty file as UTF-8 with a BOM: that is an empty memory, not an unusable line 1; the first
+    record written comes after the BOM."""
+    for old in (b"\xef\xbb\xbf", b"\xef\xbb\xbf\r\n"):
+        graph = KnowledgeGraph.parse(old)
+        assert not graph.skipped_lines() and not graph.entities
+        graph.create_entities([Entity("New", "t", [])])
+        new = _apply(graph.plan(), old)
+        graph.written()
+        assert new.startswith(old) and list(KnowledgeGraph.parse(new).entities) == ["New"], new
+        _same_layout(graph, KnowledgeGraph.parse(new))
+
+
 FIRST_LINE_WRITES = {
     "add_observations": lambda g: g.add_observations([("Ann", ["opened"])]),
     "delete_observations": lambda g: g.delete_observations([("Ann", ["likes hiking"])]),

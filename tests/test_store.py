@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +25,7 @@ from memory_server.errors import (
 )
 from memory_server.files import lock_path_for
 from memory_server.graph import Changes, Entity, KnowledgeGraph, Relation
-from memory_server.store import GraphStore
+from memory_server.store import TAIL_QUIET, GraphStore
 
 
 def names(store: GraphStore) -> list[str]:
@@ -887,3 +888,16 @@ def test_a_write_to_a_file_with_conflict_markers_is_refused_and_changes_nothing(
     path.write_text(ours + "\n")  # the merge finished
     store.mutate(lambda g: g.add_observations([("API", ["uses JWT"])]))
     assert "uses JWT" in path.read_text()
+
+
+@pytest.mark.parametrize("content", [b"", OUTSIDE.format("A").encode()], ids=["empty", "one record"])
+def test_a_file_just_saved_with_a_byte_order_mark_is_not_taken_for_one_being_written(tmp_path, content):
+    """Notepad saves a file with a BOM and without a final newline: its last line is whole (json.loads refused it for
+    its BOM, so a read warned that another program was writing the file, and a write waited for it)."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + content)
+    store = GraphStore(path)
+    started = time.monotonic()
+    assert names(store) == (["A"] if content else []) and store.take_warning() is None
+    create(store, "B")
+    assert time.monotonic() - started < TAIL_QUIET and path.read_bytes().startswith(b"\xef\xbb\xbf" + content)
