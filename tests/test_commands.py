@@ -200,19 +200,20 @@ def test_an_active_project_context_without_project_says_once_that_default_was_us
     once, on stderr, in the command's terms (its output on stdout stays what it was)."""
     registry = Path(user_folders["XDG_CONFIG_HOME"]) / APP / "contexts.json"
     registry.parent.mkdir(parents=True)
-    contexts = [{"name": "default", "path": str(memory)}, {"name": "project", "path": "{projectDir}/.ai-memory.jsonl"}]
+    project = {"name": "project", "path": "{projectDir}/.ai-memory.jsonl", "projectDetectionRules": {"maxDepth": 0}}
+    contexts = [{"name": "default", "path": str(memory)}, project]  # maxDepth 0: never a project found in /tmp
     registry.write_text(json.dumps({"activeContext": "project", "contexts": contexts}), encoding="utf-8")
     nowhere = tmp_path / "nowhere"
     nowhere.mkdir()
     said = (
         f"warning: this command used 'default' ({memory}): the active context 'project' found no project (no "
-        f"project marker in {nowhere} up to "
+        f"project marker in {nowhere} (the current folder)). "
     )
     how = "For project memory, run the command in a project folder or give --project-dir DIR, or choose a context"
     for command in (["show", "Ann"], ["stats"], ["search", "rent"], ["export"], ["check"]):
         done = cli(*command, cwd=nowhere)
         assert done.returncode == 0 and done.stderr.count("found no project") == 1, (command, done.stderr)
-        assert said in done.stderr and "(the current folder)" in done.stderr and how in done.stderr, done.stderr
+        assert said in done.stderr and how in done.stderr, done.stderr
         assert not [words for words in ("projectDir", "set_active_context") if words in done.stderr], done.stderr
     assert cli("show", "Ann", cwd=nowhere).stdout == cli("show", "Ann", "--memory-path", memory, cwd=nowhere).stdout
 
