@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memory_server.jsonl import Entity, Relation, UnusableLine, decode_record, identity, newline_of
+from memory_server.jsonl import BOM, Entity, Relation, UnusableLine, decode_record, identity, newline_of
 from memory_server.layout import Layout
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Following:
         if not self._layout.offset(len(self.records)):  # an empty file had no line ending: its first lines tell it
             graph.newline = newline_of(b"".join(new))
         if self.bom in removed:  # its line was written again: the mark is on the first new line that starts with one
-            graph.bom = next((slot for slot, line in added if line.startswith("\ufeff".encode())), None)
+            graph.bom = next((slot for slot, line in added if line.startswith(BOM)), None)
         graph.built_by, graph.parsed_lines = "grown", len(added)
         touched = [self.records[slot] for slot in removed] + [graph.records[slot] for slot, _ in added]
         return graph, Changes(

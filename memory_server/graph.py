@@ -29,6 +29,7 @@ from memory_server.errors import EntityNotFoundError, echo
 from memory_server.follow import Changes, Following, Segment  # noqa: F401
 from memory_server.joined import JoinedText, unaccented
 from memory_server.jsonl import (  # noqa: F401
+    BOM,
     Entity,
     Relation,
     UnusableLine,
@@ -77,7 +78,6 @@ class Edits:
 Record = Entity | Relation | UnusableLine | None  # None: a removed line (or a duplicate merged into another)
 Span = tuple[int, int]  # bytes [start, end) of the file as it is on disk now
 Plan = list[Span | bytes]  # the new file: ranges copied from the old one, and new bytes
-BOM = "\ufeff".encode()  # the byte-order mark Windows tools start a UTF-8 file with
 
 
 class KnowledgeGraph(Following):

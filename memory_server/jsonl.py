@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+BOM = "\ufeff".encode()  # the byte-order mark Windows tools start a UTF-8 file with
 ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
 

@@ -67,8 +67,8 @@ from memory_server.files import (
     write_atomically,
     write_mark,
 )
-from memory_server.graph import BOM, Changes, KnowledgeGraph, Plan
-from memory_server.jsonl import CONFLICT_MARKER
+from memory_server.graph import Changes, KnowledgeGraph, Plan
+from memory_server.jsonl import BOM, CONFLICT_MARKER
 from memory_server.target import Target, find_target
 from memory_server.unusable import describe_skipped
 
