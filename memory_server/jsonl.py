@@ -161,7 +161,12 @@ def record_of(data: Any, line: str) -> Entity | Relation:
 
 
 def encode_entity(entity: Entity) -> str:
-    known = {"type": "entity", "name": entity.name, "entityType": entity.entity_type, "observations": entity.observations}
+    known = {
+        "type": "entity",
+        "name": entity.name,
+        "entityType": entity.entity_type,
+        "observations": entity.observations,
+    }
     return _with_extra(json_line(known), entity)
 
 

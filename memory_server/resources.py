@@ -140,7 +140,6 @@ class LiveUpdates:
                         uris.append(GRAPH_URI)
         return uris
 
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Watch files for as long as the server runs; stop at once when it ends."""

@@ -404,8 +404,14 @@ class GraphStore:
         self._changes.advance(changes)
         self.last_load = Load(graph.built_by, read, graph.parsed_lines)
         self.loads[graph.built_by] += 1
-        logger.debug("%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, graph.built_by, read,
-                     graph.parsed_lines, self.version)
+        logger.debug(
+            "%s: %s, %d bytes read, %d lines parsed (version %d)",
+            self.path,
+            graph.built_by,
+            read,
+            graph.parsed_lines,
+            self.version,
+        )
         return graph
 
     def _forget(self) -> None:

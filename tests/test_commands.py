@@ -81,7 +81,9 @@ async def test_bare_command_and_serve_start_the_stdio_server_with_every_option(a
     async with connect(args=[*args, "--memory-path", str(memory)]) as session:
         result = await session.call_tool("open_nodes", {"names": ["Ann"]})
         assert not result.is_error and result.structured_content["entities"][0]["name"] == "Ann"
-        created = await session.call_tool("create_entities", {"entities": [{"name": "Cy", "entityType": "t", "observations": []}]})
+        created = await session.call_tool(
+            "create_entities", {"entities": [{"name": "Cy", "entityType": "t", "observations": []}]}
+        )
         assert created.is_error == ("--read-only" in args)
 
 
@@ -359,8 +361,17 @@ def test_stats_counts_types_and_connections(memory):
 
 
 def test_stats_reports_the_memorys_own_vector_cache(memory, tmp_path):
-    other = write_memory(tmp_path / "other.jsonl", [{"type": "entity", "name": "Zoe", "entityType": "person",
-                                                     "observations": ["plays the cello", "lives in Oslo"]}])
+    other = write_memory(
+        tmp_path / "other.jsonl",
+        [
+            {
+                "type": "entity",
+                "name": "Zoe",
+                "entityType": "person",
+                "observations": ["plays the cello", "lives in Oslo"],
+            }
+        ],
+    )
     for path in (memory, other):
         assert cli("search", "hiking", "--memory-path", path).returncode in (0, 1)
     data = json.loads(cli("stats", "--json", "--memory-path", memory).stdout)
@@ -524,7 +535,9 @@ def test_out_into_a_character_device_writes_in_place_and_a_full_one_is_one_line(
             stdout=stdout, stderr=subprocess.PIPE, text=True, env=server_env(), timeout=300,
         )  # fmt: skip
     assert piped.returncode == 3
-    assert piped.stderr == "error: Cannot write to standard output: No space left on device. The output is incomplete.\n"
+    assert (
+        piped.stderr == "error: Cannot write to standard output: No space left on device. The output is incomplete.\n"
+    )
     assert all(stat.S_ISCHR(os.lstat(node).st_mode) for node in (null, full))
 
 
@@ -581,7 +594,9 @@ def test_import_a_file_written_by_the_official_server(tmp_path):
     target = tmp_path / "memory.jsonl"
     done = cli("import", OFFICIAL, "--memory-path", target)
     assert done.returncode == 0, done.stderr
-    assert "official JSONL, 7 records" in done.stdout and "added 4 entities (7 observations), 3 relations" in done.stdout
+    assert (
+        "official JSONL, 7 records" in done.stdout and "added 4 entities (7 observations), 3 relations" in done.stdout
+    )
     assert jsonl(target) == jsonl(OFFICIAL)  # every line, as the official server wrote it
     before = target.read_bytes()
     again = cli("import", OFFICIAL, "--memory-path", target)

@@ -388,7 +388,6 @@ def test_a_file_that_only_grew_is_followed_by_parsing_its_new_lines():
     assert "Cy" not in old.entities  # the old graph is left as it was
 
 
-
 def test_a_write_recorded_by_another_writer_is_followed_from_its_new_bytes_alone():
     from memory_server import delta
 
@@ -404,6 +403,7 @@ def test_a_write_recorded_by_another_writer_is_followed_from_its_new_bytes_alone
     assert graph.entities["Bo"] is reader.entities["Bo"] and graph.entities["Ann"] is not reader.entities["Ann"]
     assert list(graph.entities) == ["Ann", "Bo"] and graph.entities["Ann"].observations == ["likes hiking", "swims"]
     assert reader.entities["Ann"].observations == ["likes hiking"]  # the graph it came from is left as it was
+
 
 def _apply(plan, old: bytes) -> bytes:
     return b"".join(old[step[0] : step[1]] if isinstance(step, tuple) else step for step in plan)
@@ -504,7 +504,8 @@ def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, n
         if before.entities.get(name) is entity:
             assert entity.to_dict() == fresh.entities[name].to_dict()
     differ = {
-        n for n in before.entities.keys() | fresh.entities.keys()
+        n
+        for n in before.entities.keys() | fresh.entities.keys()
         if getattr(before.entities.get(n), "to_dict", dict)() != getattr(fresh.entities.get(n), "to_dict", dict)()
     }
     assert differ <= changes.entities

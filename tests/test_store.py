@@ -314,7 +314,9 @@ def test_a_file_replaced_by_rename_just_before_an_append_gets_no_torn_line(tmp_p
     store = GraphStore(path)
     create(store, "a")
     theirs = path.read_bytes() + OUTSIDE.format("theirs").encode()  # as the official server writes: no final newline
-    fired = at_open(monkeypatch, lambda p, flags: p == path and flags & os.O_APPEND, lambda: save_by_rename(path, theirs))
+    fired = at_open(
+        monkeypatch, lambda p, flags: p == path and flags & os.O_APPEND, lambda: save_by_rename(path, theirs)
+    )
     create(store, "ours")
     assert fired
     assert list(clean_graph(path).entities) == ["a", "theirs", "ours"]
@@ -508,7 +510,9 @@ def test_a_link_to_a_device_is_refused_without_reading_it(tmp_path):
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.stdout.startswith(f"NotAMemoryFileError Cannot read memory file {link}: it is a symbolic link to /dev/zero"), done.stdout + done.stderr
+    assert done.stdout.startswith(
+        f"NotAMemoryFileError Cannot read memory file {link}: it is a symbolic link to /dev/zero"
+    ), done.stdout + done.stderr
 
 
 # ---- the lock file ---------------------------------------------------------------------------------------------
