@@ -77,8 +77,12 @@ class Run:
 
     def context(self) -> ResolvedContext:
         """The context the command works on: --context, else the active one (which is 'default' when a memory file
-        was named, see Contexts._initial_active)."""
-        return self.contexts.resolve(self.options.context)
+        was named, see Contexts._initial_active), and when that is a project context that found no project,
+        'default', which the command says as the server's results do (Contexts.resolve)."""
+        resolved = self.contexts.resolve(self.options.context)
+        if resolved.no_project is not None:
+            self.warn(_used_instead(resolved, resolved.no_project, self.options))
+        return resolved
 
     @contextlib.contextmanager
     def reading(self, resolved: ResolvedContext, warn: bool = True) -> Iterator[KnowledgeGraph]:
@@ -447,6 +451,15 @@ def _for_people(problem: MemoryServerError, options: argparse.Namespace, brief: 
     return (
         f"No project found for context '{problem.context}': {reason}. Run the command in a project folder, give "
         "--project-dir DIR, or choose another context with --context NAME."
+    )
+
+
+def _used_instead(resolved: ResolvedContext, problem: ProjectNotFoundError, options: argparse.Namespace) -> str:
+    """The warning of a command that used `resolved` because the active project context found no project."""
+    return (
+        f"this command used '{resolved.name}' ({resolved.path}): the active context '{problem.context}' found no "
+        f"project ({problem.reason(brief=True, origin=_origin(options))}). For project memory, run the command in a "
+        "project folder or give --project-dir DIR, or choose a context with --context NAME."
     )
 
 

@@ -96,6 +96,7 @@ class ResolvedContext:
     project_file: bool = False  # the file lies in the project or its repository: others may have written it
     instead_of: str | None = None  # the active project context this call could not use (no project found)
     warnings: tuple[str, ...] = ()
+    no_project: ProjectNotFoundError | None = None  # why `instead_of` could not be used, for the commands' words
 
     def summary(self) -> dict[str, Any]:
         summary: dict[str, Any] = {"name": self.name, "path": str(self.path)}
@@ -205,7 +206,7 @@ class Contexts:
                 f"({problem.reason(brief=True)}). For project memory, open a project folder in your client, set "
                 "MEMORY_PROJECT_DIR or pass projectDir; or call set_active_context."
             )
-            return replace(fallback, instead_of=config.name, warnings=(warning,))
+            return replace(fallback, instead_of=config.name, warnings=(warning,), no_project=problem)
 
     def resolve_config(self, config: ContextConfig, project_dir: str | None = None) -> ResolvedContext:
         read_only = self.read_only or config.read_only

@@ -118,6 +118,27 @@ class ReadOnlyFileError(MemoryServerError, PermissionError):
         )
 
 
+class MergeConflictError(MemoryServerError, PermissionError):
+    """A write to a memory file that holds an unfinished git merge: refused, so that neither side is lost or picked
+    (a write changes the first version of a record, and merges or drops a second one)."""
+
+    def __init__(self, path: Path, lines: Sequence[int]) -> None:
+        super().__init__(str(path))
+        self.path = path
+        self.lines = list(lines)
+
+    def __str__(self) -> str:
+        lines = listed([f"{line:,}" for line in self.lines])
+        return (
+            f"{self.path} holds an unfinished git merge (conflict markers on line{'s' * (len(self.lines) > 1)} "
+            f"{lines}). Nothing was written: a write now would change one side's lines and merge or "
+            "drop the other's. Finish the merge, then try again: keep the lines you want, delete the markers and "
+            "`git add` the file; or, in its repository, `mcp-memory-contexts install-merge-driver` and "
+            f"`git checkout -m -- {self.path}` (which redoes the merge record by record, replacing any hand edits "
+            "made to the file since), then `git add` it. Reading it still works."
+        )
+
+
 class FileBusyError(MemoryServerError, TimeoutError):
     """Another program was still writing the memory file when the lock timeout ran out."""
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memory_server.jsonl import Entity, Relation, UnusableLine, decode_record, identity, newline_of
+from memory_server.jsonl import BOM, Entity, Relation, UnusableLine, decode_record, identity, newline_of
 from memory_server.layout import Layout
 
 if TYPE_CHECKING:
@@ -56,6 +56,7 @@ class Following:
     _dirty: set[int]
     _ends_with_newline: bool
     newline: bytes
+    bom: int | None
     _private: set[str] | None
     _collided: bool
     built_by: str
@@ -91,12 +92,19 @@ class Following:
         graph._on_disk = len(graph.records)
         if not self._layout.offset(len(self.records)):  # an empty file had no line ending: its first lines tell it
             graph.newline = newline_of(b"".join(new))
+        if self.bom in removed:  # its line was written again: the mark is on the first new line that starts with one
+            graph.bom = next((slot for slot, line in added if line.startswith(BOM)), None)
         graph.built_by, graph.parsed_lines = "grown", len(added)
         touched = [self.records[slot] for slot in removed] + [graph.records[slot] for slot, _ in added]
         return graph, Changes(
             frozenset(r.name for r in touched if isinstance(r, Entity)),
             frozenset(r.key for r in touched if isinstance(r, Relation)),
         )
+
+    def same_lines(self, other: KnowledgeGraph) -> bool:
+        """Whether this graph's file and `other`'s hold the same lines, byte for byte (their hashes: `touch`, or a
+        file saved again unchanged, read again)."""
+        return self is other or self._layout.line_hashes() == other._layout.line_hashes()
 
     def _replace(self, slot: int, record: Entity | Relation | UnusableLine) -> bool:
         """Put `record` in the place of the record at `slot` if it is the same name (or both are unusable lines),
@@ -198,6 +206,7 @@ class Following:
         graph._on_disk = self._on_disk
         graph._ends_with_newline = self._ends_with_newline
         graph.newline = self.newline
+        graph.bom = self.bom
         return graph
 
     def _changes_from(self, previous: KnowledgeGraph) -> Changes:

@@ -29,6 +29,7 @@ from memory_server.errors import EntityNotFoundError, echo
 from memory_server.follow import Changes, Following, Segment  # noqa: F401
 from memory_server.joined import JoinedText, unaccented
 from memory_server.jsonl import (  # noqa: F401
+    BOM,
     Entity,
     Relation,
     UnusableLine,
@@ -97,6 +98,7 @@ class KnowledgeGraph(Following):
         self._end = b"\n"  # what a write adds to a last line without a newline (see `reread`)
         self._ended_hash = 0  # that line's hash once a write ends it (see `written`)
         self.newline = b"\n"  # the file's line ending (jsonl.newline_of), for the lines this graph writes
+        self.bom: int | None = None  # the slot whose line starts with the file's byte-order mark (see `_move_bom`)
         self._private: set[str] | None = None  # see `_relations_for`
         self._collided = False  # a name was met twice while placing lines: see `patched`
         # How this graph was made from its file ("parsed", "reread", "grown", "followed": see store.Load).
@@ -144,6 +146,7 @@ class KnowledgeGraph(Following):
         graph._layout = Layout(sizes, hashes)
         graph._ends_with_newline = ends_with_newline
         graph.newline = newline_of(data)
+        graph.bom = 0 if data.startswith(BOM) else None
         if not ends_with_newline:  # a last line that kept its CR lacks only the LF of its CRLF
             graph._end = b"\n" if raw[-1].endswith(b"\r") else graph.newline
             graph._ended_hash = hash(raw[-1] + graph._end[:-1])
@@ -292,6 +295,7 @@ class KnowledgeGraph(Following):
     def plan(self) -> Plan:
         """The new content of the file, as ranges of the file on disk (unchanged lines, copied without being
         serialised again) and the bytes of new or changed lines. Call `written` once it is on disk."""
+        self._move_bom()
         plan: Plan = []
         sizes = self._layout.sizes
         copied_to, at = 0, 0  # the slots before `copied_to` are planned; their lines end at byte `at`
@@ -302,27 +306,27 @@ class KnowledgeGraph(Following):
                 at = end
             record = self.records[slot]
             if record is not None:
-                plan.append(_line_bytes(record, self.newline))
+                plan.append(self._bytes_at(slot))
             at += sizes[slot]
             copied_to = slot + 1
         if copied_to < self._on_disk:
             plan.append((at, self._layout.offset(self._on_disk)))
             if not self._ends_with_newline:
                 plan.append(self._end)
-        plan.extend(_line_bytes(record, self.newline) for record in self.edits.appended)
+        plan.extend(self._bytes_at(record.slot) for record in self.edits.appended)
         return plan
 
     def written(self) -> None:
         """The store has written the plan: the file on disk now holds every record as it is in memory."""
         for slot in self._dirty:
             record = self.records[slot]
-            line = b"" if record is None else _line_bytes(record, self.newline)
+            line = b"" if record is None else self._bytes_at(slot)
             self._layout.set(slot, len(line), hash(line[:-1]) if line else 0)
         last = self._on_disk - 1
         if self._on_disk and not self._ends_with_newline and last not in self._dirty:
             self._layout.set(last, self._layout.sizes[last] + len(self._end), self._ended_hash)
         for record in self.edits.appended:
-            line = _line_bytes(record, self.newline)
+            line = self._bytes_at(record.slot)
             self._layout.set(record.slot, len(line), hash(line[:-1]))
         self._on_disk = len(self.records)
         self._dirty.clear()
@@ -330,6 +334,20 @@ class KnowledgeGraph(Following):
         self.edits = Edits()
 
     # ---- internals -----------------------------------------------------------------------------------------
+
+    def _move_bom(self) -> None:
+        """When the line that starts with the file's byte-order mark changes or goes, the mark goes with the first
+        line written in its place (written again, if unchanged): old Windows tools read a file without one as their
+        ANSI code page, so the file keeps it as it was saved."""
+        if self.bom is None or self.bom not in self._dirty:
+            return
+        self.bom = next((slot for slot in range(self.bom, len(self.records)) if self.records[slot] is not None), None)
+        if self.bom is not None and self.bom < self._on_disk:
+            self._dirty.add(self.bom)
+
+    def _bytes_at(self, slot: int) -> bytes:
+        line = _line_bytes(self.records[slot], self.newline)  # type: ignore[arg-type]
+        return BOM + line if slot == self.bom else line
 
     def _place(self, record: Entity | Relation | UnusableLine, line: bytes, slot: int | None = None) -> None:
         """Put the record of `line`, a line of the file, at `slot` (default: a new slot at the end), as the file's

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+BOM = "\ufeff".encode()  # the byte-order mark Windows tools start a UTF-8 file with
 ENTITY_KEYS = ("type", "name", "entityType", "observations")
 RELATION_KEYS = ("type", "from", "to", "relationType")
 
@@ -64,9 +65,9 @@ class UnusableLine:
 def decode_record(line: bytes) -> Entity | Relation | UnusableLine:
     """The record a line of the file holds, or the line kept verbatim with the reason it cannot be used."""
     text = line.decode("utf-8", "surrogateescape")
-    if not text.strip():
-        return UnusableLine(text, None)
     body = _without_bom(text)
+    if not body.strip():  # a BOM alone too: Notepad saves an empty file so
+        return UnusableLine(text, None)
     parsed = parse_or_problem(body)
     try:
         if isinstance(parsed, ValueError):
@@ -160,7 +161,12 @@ def record_of(data: Any, line: str) -> Entity | Relation:
 
 
 def encode_entity(entity: Entity) -> str:
-    known = {"type": "entity", "name": entity.name, "entityType": entity.entity_type, "observations": entity.observations}
+    known = {
+        "type": "entity",
+        "name": entity.name,
+        "entityType": entity.entity_type,
+        "observations": entity.observations,
+    }
     return _with_extra(json_line(known), entity)
 
 

@@ -95,12 +95,14 @@ class LiveUpdates:
         return EmptyResult()
 
     async def _files_changed(self, paths: set[Path]) -> None:
-        """Tell subscribers at once; read nothing. The store follows the file at the next call that needs its graph
-        (usually only the new bytes), so an idle server spends a `stat` on another process's write."""
+        """Tell subscribers at once; read nothing (unless the file kept its size: see GraphStore.noticed_change). The
+        store follows the file at the next call that needs its graph (usually only the new bytes), so an idle server
+        spends a `stat` on another process's write."""
         if self.contexts.registry.file in paths:
             await self._publish([CONTEXTS_URI])
         for store in self.contexts.open_stores():
-            if (store.path in paths or _real(store.path) in paths) and store.noticed_change():
+            named = store.path in paths or _real(store.path) in paths
+            if named and await anyio.to_thread.run_sync(store.noticed_change):
                 await self.changed(store)
 
     def trim(self) -> None:
@@ -137,7 +139,6 @@ class LiveUpdates:
                     if config.name == self.contexts.active_name:
                         uris.append(GRAPH_URI)
         return uris
-
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

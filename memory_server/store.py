@@ -42,7 +42,14 @@ import filelock
 
 from memory_server import delta
 from memory_server.changelog import ChangeLog
-from memory_server.errors import FileBusyError, LockTimeoutError, LockUnavailableError, MemoryFileError
+from memory_server.errors import (
+    FileBusyError,
+    LockTimeoutError,
+    LockUnavailableError,
+    MemoryFileError,
+    MemoryServerError,
+    MergeConflictError,
+)
 from memory_server.files import (
     FileChangedError,
     Stamp,
@@ -61,6 +68,7 @@ from memory_server.files import (
     write_mark,
 )
 from memory_server.graph import Changes, KnowledgeGraph, Plan
+from memory_server.jsonl import BOM, CONFLICT_MARKER
 from memory_server.target import Target, find_target
 from memory_server.unusable import describe_skipped
 
@@ -141,8 +149,10 @@ class GraphStore:
             return self._changes.since(version)
 
     def noticed_change(self) -> bool:
-        """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read. The
-        graph follows the file at the next call that needs it, so an idle server spends next to nothing."""
+        """Whether the file changed since this store last told about it (`announce`): one `stat`, nothing read when
+        its size changed. The graph follows the file at the next call that needs it, so an idle server spends next to
+        nothing. A file of the same size is read (see `_same_bytes`): `touch`, or a sync client or an editor saving
+        the same bytes again, is no change to tell about."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -151,8 +161,9 @@ class GraphStore:
             now = Stamp.of(st) if stat.S_ISREG(st.st_mode) else None
         if now == self._announced:
             return False
+        same = self._same_bytes(now)
         self._announced = now
-        return True
+        return not same
 
     def announce(self) -> bool:
         """Whether the state this store holds now is one subscribers were not told about yet (they are, from now)."""
@@ -199,6 +210,7 @@ class GraphStore:
                         continue
                     now.require_writable()
                     graph = self._load(now, deadline, writing=True)
+                    _refuse_unfinished_merge(self.path, graph)
                     try:
                         result = change(graph)
                         if not graph.edits:
@@ -230,6 +242,20 @@ class GraphStore:
             return " ".join(notes) or None
 
     # ---- internals -----------------------------------------------------------------------------------------
+
+    def _same_bytes(self, now: Stamp | None) -> bool:
+        """Whether the file, in state `now`, holds the very bytes of the state subscribers were last told about.
+        Only a file of that size can, and only the graph of that state can tell, once it has followed the file
+        (False whenever that cannot be told)."""
+        told = self._announced if self._announced is not None else self._stamp  # none yet: what calls have read
+        if now is None or told is None or now.size != told.size:
+            return False
+        try:
+            with self._turn() as deadline:
+                held = self._graph if self._stamp == told else None
+                return held is not None and self._current(deadline).same_lines(held) and self._stamp == now
+        except MemoryServerError:
+            return False  # the call that reads it will say what is wrong
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[_Deadline]:
@@ -378,8 +404,14 @@ class GraphStore:
         self._changes.advance(changes)
         self.last_load = Load(graph.built_by, read, graph.parsed_lines)
         self.loads[graph.built_by] += 1
-        logger.debug("%s: %s, %d bytes read, %d lines parsed (version %d)", self.path, graph.built_by, read,
-                     graph.parsed_lines, self.version)
+        logger.debug(
+            "%s: %s, %d bytes read, %d lines parsed (version %d)",
+            self.path,
+            graph.built_by,
+            read,
+            graph.parsed_lines,
+            self.version,
+        )
         return graph
 
     def _forget(self) -> None:
@@ -451,6 +483,13 @@ class _Deadline:
         return sooner
 
 
+def _refuse_unfinished_merge(path: Path, graph: KnowledgeGraph) -> None:
+    """Refuse to change a file that holds git's conflict markers: its records are both sides' versions of them."""
+    markers = [line.line_number for line in graph.skipped_lines() if line.reason == CONFLICT_MARKER]
+    if markers:
+        raise MergeConflictError(path, markers)
+
+
 def _plain_file_stamp(path: Path) -> Stamp | None:
     """The stamp of `path` if it is a regular file (not a link), else None."""
     try:
@@ -465,7 +504,7 @@ def _incomplete_tail(data: bytes) -> bool:
     server wrote has no final newline, but its last line is complete)."""
     if not data or data.endswith(b"\n"):
         return False
-    last = data[data.rfind(b"\n") + 1 :]
+    last = data[data.rfind(b"\n") + 1 :].removeprefix(BOM)  # a Windows tool's first line: json.loads refuses it
     if not last.strip():
         return False
     try:

@@ -33,7 +33,9 @@ def fixes(reasons: Iterable[str]) -> list[str]:
     found = []
     if CONFLICT_MARKER in set(reasons):
         found.append(
-            "The file holds an unfinished git merge: keep the lines you want, delete the markers, `git add` it; "
-            "`mcp-memory-contexts install-merge-driver` makes git merge memory files record by record."
+            "The file holds an unfinished git merge, and writes to it are refused until it is finished: keep the "
+            "lines you want, delete the markers, `git add` it; `mcp-memory-contexts install-merge-driver` makes git "
+            "merge memory files record by record (`git checkout -m -- FILE` then redoes this merge with it, "
+            "replacing hand edits)."
         )
     return found

@@ -205,7 +205,8 @@ async def test_results_driven_by_the_registry_stay_within_the_budget(tmp_path):
     ]
     entries += [{"name": f"bad{i}", "path": 5} for i in range(2_000)]
     entries.append({"name": "big", "path": str(tmp_path / "big.jsonl"), "description": "d" * 500_000})
-    markers = {"markers": [f"m{i}" for i in range(20_000)]}
+    # maxDepth 0: the search looks in tmp_path alone, never in /tmp, where a folder such as /tmp/m5 may exist.
+    markers = {"markers": [f"m{i}" for i in range(20_000)], "maxDepth": 0}
     entries.append({"name": "mk", "path": "{projectDir}/.ai-memory.jsonl", "projectDetectionRules": markers})
     (tmp_path / "registry").mkdir()
     (tmp_path / "registry" / "contexts.json").write_text(json.dumps({"contexts": entries}))

@@ -81,7 +81,9 @@ async def test_bare_command_and_serve_start_the_stdio_server_with_every_option(a
     async with connect(args=[*args, "--memory-path", str(memory)]) as session:
         result = await session.call_tool("open_nodes", {"names": ["Ann"]})
         assert not result.is_error and result.structured_content["entities"][0]["name"] == "Ann"
-        created = await session.call_tool("create_entities", {"entities": [{"name": "Cy", "entityType": "t", "observations": []}]})
+        created = await session.call_tool(
+            "create_entities", {"entities": [{"name": "Cy", "entityType": "t", "observations": []}]}
+        )
         assert created.is_error == ("--read-only" in args)
 
 
@@ -193,6 +195,29 @@ def test_notes_name_the_commands_options_not_the_tools_arguments(memory, tmp_pat
     )
     for done in (listed, searched, failed, empty):
         assert not [words for words in for_tools if words in done.stdout + done.stderr], done.stdout + done.stderr
+
+
+def test_an_active_project_context_without_project_says_once_that_default_was_used(memory, tmp_path, user_folders):
+    """The server's results say when the active project context fell back to 'default'; each command says it too,
+    once, on stderr, in the command's terms (its output on stdout stays what it was)."""
+    registry = Path(user_folders["XDG_CONFIG_HOME"]) / APP / "contexts.json"
+    registry.parent.mkdir(parents=True)
+    project = {"name": "project", "path": "{projectDir}/.ai-memory.jsonl", "projectDetectionRules": {"maxDepth": 0}}
+    contexts = [{"name": "default", "path": str(memory)}, project]  # maxDepth 0: never a project found in /tmp
+    registry.write_text(json.dumps({"activeContext": "project", "contexts": contexts}), encoding="utf-8")
+    nowhere = tmp_path / "nowhere"
+    nowhere.mkdir()
+    said = (
+        f"warning: this command used 'default' ({memory}): the active context 'project' found no project (no "
+        f"project marker in {nowhere} (the current folder)). "
+    )
+    how = "For project memory, run the command in a project folder or give --project-dir DIR, or choose a context"
+    for command in (["show", "Ann"], ["stats"], ["search", "rent"], ["export"], ["check"]):
+        done = cli(*command, cwd=nowhere)
+        assert done.returncode == 0 and done.stderr.count("found no project") == 1, (command, done.stderr)
+        assert said in done.stderr and how in done.stderr, done.stderr
+        assert not [words for words in ("projectDir", "set_active_context") if words in done.stderr], done.stderr
+    assert cli("show", "Ann", cwd=nowhere).stdout == cli("show", "Ann", "--memory-path", memory, cwd=nowhere).stdout
 
 
 # ---- search --------------------------------------------------------------------------------------------------
@@ -336,8 +361,17 @@ def test_stats_counts_types_and_connections(memory):
 
 
 def test_stats_reports_the_memorys_own_vector_cache(memory, tmp_path):
-    other = write_memory(tmp_path / "other.jsonl", [{"type": "entity", "name": "Zoe", "entityType": "person",
-                                                     "observations": ["plays the cello", "lives in Oslo"]}])
+    other = write_memory(
+        tmp_path / "other.jsonl",
+        [
+            {
+                "type": "entity",
+                "name": "Zoe",
+                "entityType": "person",
+                "observations": ["plays the cello", "lives in Oslo"],
+            }
+        ],
+    )
     for path in (memory, other):
         assert cli("search", "hiking", "--memory-path", path).returncode in (0, 1)
     data = json.loads(cli("stats", "--json", "--memory-path", memory).stdout)
@@ -501,7 +535,9 @@ def test_out_into_a_character_device_writes_in_place_and_a_full_one_is_one_line(
             stdout=stdout, stderr=subprocess.PIPE, text=True, env=server_env(), timeout=300,
         )  # fmt: skip
     assert piped.returncode == 3
-    assert piped.stderr == "error: Cannot write to standard output: No space left on device. The output is incomplete.\n"
+    assert (
+        piped.stderr == "error: Cannot write to standard output: No space left on device. The output is incomplete.\n"
+    )
     assert all(stat.S_ISCHR(os.lstat(node).st_mode) for node in (null, full))
 
 
@@ -558,7 +594,9 @@ def test_import_a_file_written_by_the_official_server(tmp_path):
     target = tmp_path / "memory.jsonl"
     done = cli("import", OFFICIAL, "--memory-path", target)
     assert done.returncode == 0, done.stderr
-    assert "official JSONL, 7 records" in done.stdout and "added 4 entities (7 observations), 3 relations" in done.stdout
+    assert (
+        "official JSONL, 7 records" in done.stdout and "added 4 entities (7 observations), 3 relations" in done.stdout
+    )
     assert jsonl(target) == jsonl(OFFICIAL)  # every line, as the official server wrote it
     before = target.read_bytes()
     again = cli("import", OFFICIAL, "--memory-path", target)
@@ -696,6 +734,9 @@ def test_check_and_import_say_how_to_finish_a_git_merge_left_in_a_file(memory, t
     assert "unfinished git merge" in checked.stdout and "install-merge-driver" in checked.stdout
     imported = cli("import", merged, "--memory-path", memory)
     assert imported.returncode == 1 and "unfinished git merge" in imported.stderr
+    into = cli("import", OFFICIAL, "--memory-path", merged)  # a write to the conflicted memory
+    assert into.returncode == 3 and "holds an unfinished git merge (conflict markers on lines 1, 3, 5)" in into.stderr
+    assert "Nothing was written" in into.stderr and merged.read_text().startswith("<<<<<<< HEAD\n")
 
 
 def test_check_recognises_files_that_import_reads(tmp_path):

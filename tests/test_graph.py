@@ -118,6 +118,48 @@ def test_a_file_saved_on_windows_keeps_its_crlf_line_ends(write, final_newline):
     _same_layout(graph, KnowledgeGraph.parse(new))
 
 
+def test_a_file_holding_a_byte_order_mark_alone_is_empty_and_keeps_it():
+    """Notepad saves an empty file as UTF-8 with a BOM: that is an empty memory, not an unusable line 1; the first
+    record written comes after the BOM."""
+    for old in (b"\xef\xbb\xbf", b"\xef\xbb\xbf\r\n"):
+        graph = KnowledgeGraph.parse(old)
+        assert not graph.skipped_lines() and not graph.entities
+        graph.create_entities([Entity("New", "t", [])])
+        new = _apply(graph.plan(), old)
+        graph.written()
+        assert new.startswith(old) and list(KnowledgeGraph.parse(new).entities) == ["New"], new
+        _same_layout(graph, KnowledgeGraph.parse(new))
+
+
+FIRST_LINE_WRITES = {
+    "add_observations": lambda g: g.add_observations([("Ann", ["opened"])]),
+    "delete_observations": lambda g: g.delete_observations([("Ann", ["likes hiking"])]),
+    "delete_entities": lambda g: g.delete_entities(["Ann"]),  # its relation too: the BOM goes to line 2
+    "delete everything": lambda g: (g.delete_entities(["Ann", "Shop"]), g.create_entities([Entity("New", "t", [])])),
+}
+
+
+@pytest.mark.parametrize("crlf", [False, True], ids=["LF", "CRLF"])
+@pytest.mark.parametrize("write", FIRST_LINE_WRITES.values(), ids=FIRST_LINE_WRITES.keys())
+def test_a_byte_order_mark_stays_when_the_first_line_is_rewritten_or_removed(write, crlf):
+    """A file saved with a BOM (Notepad, PowerShell 5) keeps it at its start whatever a write does to its first line:
+    old Windows tools read a file without one as the ANSI code page. A file without one gets none."""
+    text = UPSTREAM_FILE + "\nnot json\n"
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    for bom in ("\ufeff", ""):
+        old = (bom + text).encode()
+        graph = KnowledgeGraph.parse(old)
+        write(graph)
+        new = _apply(graph.plan(), old)
+        graph.written()
+        assert new.startswith(b"\xef\xbb\xbf") == bool(bom) and new.count(b"\xef\xbb\xbf") == bool(bom), new
+        assert b"not json" + b"\r" * crlf + b"\n" in new  # kept, the BOM before it when it is the first line
+        fresh = KnowledgeGraph.parse(new)
+        _same_layout(graph, fresh)
+        _same_graph(graph, fresh)
+
+
 @pytest.mark.parametrize("write", [WRITES["create_entities"], WRITES["add_observations"]], ids=["append", "rewrite"])
 def test_a_last_line_cut_between_its_cr_and_lf_is_ended_by_the_lf_alone(write):
     """A CRLF file whose last line lost its LF (a save cut short, a tool that wrote the CR and the LF apart) still
@@ -346,7 +388,6 @@ def test_a_file_that_only_grew_is_followed_by_parsing_its_new_lines():
     assert "Cy" not in old.entities  # the old graph is left as it was
 
 
-
 def test_a_write_recorded_by_another_writer_is_followed_from_its_new_bytes_alone():
     from memory_server import delta
 
@@ -362,6 +403,7 @@ def test_a_write_recorded_by_another_writer_is_followed_from_its_new_bytes_alone
     assert graph.entities["Bo"] is reader.entities["Bo"] and graph.entities["Ann"] is not reader.entities["Ann"]
     assert list(graph.entities) == ["Ann", "Bo"] and graph.entities["Ann"].observations == ["likes hiking", "swims"]
     assert reader.entities["Ann"].observations == ["likes hiking"]  # the graph it came from is left as it was
+
 
 def _apply(plan, old: bytes) -> bytes:
     return b"".join(old[step[0] : step[1]] if isinstance(step, tuple) else step for step in plan)
@@ -462,7 +504,8 @@ def test_a_graph_follows_another_writers_changes_exactly(lines, final_newline, n
         if before.entities.get(name) is entity:
             assert entity.to_dict() == fresh.entities[name].to_dict()
     differ = {
-        n for n in before.entities.keys() | fresh.entities.keys()
+        n
+        for n in before.entities.keys() | fresh.entities.keys()
         if getattr(before.entities.get(n), "to_dict", dict)() != getattr(fresh.entities.get(n), "to_dict", dict)()
     }
     assert differ <= changes.entities

@@ -1,6 +1,7 @@
 """Resources, subscriptions, and seeing changes made by another process, over stdio."""
 
 import json
+import os
 
 import anyio
 import pytest
@@ -165,3 +166,24 @@ async def test_a_memory_subscribed_to_before_any_call_used_it_and_a_switch_reach
         await ok(writer, "add_observations", context="work", observations=[{"entityName": "Rent", "contents": ["due"]}])
         await updates.wait("memory://knowledge-graph")
         assert (await graph_resource(watcher))["entities"][0]["observations"] == ["due"]
+
+
+async def test_a_file_touched_or_saved_again_unchanged_is_no_change_and_a_change_of_the_same_size_is_one(tmp_path):
+    """`touch`, a sync client or an editor saving the same bytes again move only the file's times (or its inode):
+    the subscriber is not told of a change that changed nothing; an edit that keeps the size is still a change."""
+    memory = tmp_path / "m.jsonl"
+    memory.write_text(json.dumps({"type": "entity", "name": "Ann", "entityType": "person", "observations": ["tea"]}))
+    updates = Updates()
+    async with connect(server_env(MEMORY_FILE_PATH=memory), message_handler=updates) as s:
+        await ok(s, "read_graph")
+        await s.subscribe_resource("memory://knowledge-graph")
+        await anyio.sleep(0.5)  # the folder is watched
+        content = memory.read_bytes()
+        os.utime(memory, ns=(memory.stat().st_atime_ns, memory.stat().st_mtime_ns + 10**9))  # touch
+        (tmp_path / "saved-again").write_bytes(content)
+        os.replace(tmp_path / "saved-again", memory)  # the same bytes, by rename
+        await anyio.sleep(2)
+        assert updates.uris == []
+        memory.write_bytes(content.replace(b"tea", b"tee"))  # in place, the same size
+        await updates.wait("memory://knowledge-graph")
+        assert (await graph_resource(s))["entities"][0]["observations"] == ["tee"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from gitrepo import commit_file, git, git_env, new_repository
+from helpers import call, connect, entity, failure, ok, server_env, text_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -360,3 +361,40 @@ def test_install_outside_a_repository_says_so(tmp_path):
     refused = install(tmp_path)
     assert refused.returncode == 2 and "rev-parse" in refused.stderr
     assert not (tmp_path / ".gitattributes").exists()
+
+
+@pytest.mark.anyio
+async def test_writes_during_an_unfinished_merge_are_refused_and_reads_say_why(tmp_path):
+    """git stopped a merge with conflict markers in the memory file: a write would change one side's lines and merge
+    or drop the other's (two versions of one record), so every write is refused, saying what to do, and the file
+    keeps every byte; reads go on and say so. Once the merge is finished (here: the driver installed, the merge
+    redone with it, `git add`), writes work again."""
+    repo = new_repository(tmp_path / "repo")
+    branches_that_change_the_same_memory(repo)
+    assert git(repo, "merge", "feature", check=False).returncode != 0
+    memory = repo / MEMORY
+    conflicted = memory.read_bytes()
+    async with connect(server_env(MEMORY_FILE_PATH=memory, MEMORY_EMBEDDING_MODEL="none"), cwd=repo) as s:
+        read = await call(s, "read_graph")
+        assert not read.is_error and "unfinished git merge" in text_of(read)
+        assert "writes to it are refused until it is finished" in text_of(read)
+        assert [e["name"] for e in read.structured_content["entities"]] == ["Ann", "Bo", "Old", "Cy"]
+        for tool, arguments in [
+            ("add_observations", {"observations": [{"entityName": "Ann", "contents": ["reads Tolstoy"]}]}),
+            ("create_entities", {"entities": [entity("Dee")]}),
+            ("delete_entities", {"entityNames": ["Bo"]}),
+        ]:
+            refused = await failure(s, tool, **arguments)
+            assert "holds an unfinished git merge (conflict markers on lines 1, 6, 10)" in refused, refused
+            assert "Nothing was written" in refused and f"git checkout -m -- {memory}" in refused, refused
+            assert memory.read_bytes() == conflicted
+        assert install(repo).returncode == 0
+        git(repo, "checkout", "-m", "--", MEMORY)
+        git(repo, "add", MEMORY)
+        await ok(s, "add_observations", observations=[{"entityName": "Ann", "contents": ["reads Tolstoy"]}])
+    assert json.loads(memory.read_text().splitlines()[0])["observations"] == [
+        "likes tea",
+        "plays chess",
+        "speaks French",
+        "reads Tolstoy",
+    ]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,12 +19,13 @@ from memory_server import files
 from memory_server.errors import (
     LockTimeoutError,
     LockUnavailableError,
+    MergeConflictError,
     NotAMemoryFileError,
     ReadOnlyFileError,
 )
 from memory_server.files import lock_path_for
 from memory_server.graph import Changes, Entity, KnowledgeGraph, Relation
-from memory_server.store import GraphStore
+from memory_server.store import TAIL_QUIET, GraphStore
 
 
 def names(store: GraphStore) -> list[str]:
@@ -312,7 +314,9 @@ def test_a_file_replaced_by_rename_just_before_an_append_gets_no_torn_line(tmp_p
     store = GraphStore(path)
     create(store, "a")
     theirs = path.read_bytes() + OUTSIDE.format("theirs").encode()  # as the official server writes: no final newline
-    fired = at_open(monkeypatch, lambda p, flags: p == path and flags & os.O_APPEND, lambda: save_by_rename(path, theirs))
+    fired = at_open(
+        monkeypatch, lambda p, flags: p == path and flags & os.O_APPEND, lambda: save_by_rename(path, theirs)
+    )
     create(store, "ours")
     assert fired
     assert list(clean_graph(path).entities) == ["a", "theirs", "ours"]
@@ -506,7 +510,9 @@ def test_a_link_to_a_device_is_refused_without_reading_it(tmp_path):
         """
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.stdout.startswith(f"NotAMemoryFileError Cannot read memory file {link}: it is a symbolic link to /dev/zero"), done.stdout + done.stderr
+    assert done.stdout.startswith(
+        f"NotAMemoryFileError Cannot read memory file {link}: it is a symbolic link to /dev/zero"
+    ), done.stdout + done.stderr
 
 
 # ---- the lock file ---------------------------------------------------------------------------------------------
@@ -756,9 +762,13 @@ def test_a_file_saved_on_windows_keeps_its_crlf_line_ends_for_every_writer_and_f
     create(store, "appended")
     assert path.read_bytes().startswith(WINDOWS_FILE)  # an append: every byte before it kept, the BOM too
     names(other)
-    for write in (lambda g: g.add_observations([("e1", ["ours"])]), lambda g: g.delete_entities(["e0"])):
-        store.mutate(write)  # a rewrite
-        assert names(other) == names(GraphStore(path)) and other.last_load.how == "followed"
+    rewrites = [
+        (lambda g: g.add_observations([("e1", ["ours"])]), "followed"),
+        (lambda g: g.delete_entities(["e0"]), "reread"),  # e0's line held the BOM, which moves to e1's: see below
+    ]
+    for write, how in rewrites:
+        store.mutate(write)
+        assert names(other) == names(GraphStore(path)) and other.last_load.how == how
     create(other, "by the other")
     another_server(path, "create")  # another process: it reads the whole file, then appends
     another_server(path, "observe")  # and rewrites
@@ -775,6 +785,30 @@ def test_a_file_saved_on_windows_keeps_its_crlf_line_ends_for_every_writer_and_f
     assert data.count(b"\n") == data.count(b"\r\n")
 
 
+def test_a_byte_order_mark_stays_at_the_start_whoever_rewrites_the_first_line(tmp_path):
+    """Two servers take turns at rewriting and deleting the first record of a file saved with a BOM: the file starts
+    with its BOM, once, after every write, and each server's graph is the file's. A rewrite of the first line is
+    followed from its new bytes; when the BOM moves to the next line, that line is new bytes in another line's place,
+    which the follower reads again (rare: a BOM file's first record deleted)."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(WINDOWS_FILE + b"\r\n")  # ended: a last line without its end is followed by a full read
+    store, other = GraphStore(path), GraphStore(path)
+    names(other)
+    writes = [
+        (store, lambda g: g.add_observations([("e0", ["ours"])]), "followed"),
+        (other, lambda g: g.delete_entities(["e0"]), "reread"),  # the relation goes too: the BOM moves to e1's line
+        (store, lambda g: g.add_observations([("e1", ["ours"])]), "followed"),
+        (other, lambda g: g.delete_entities(["e1"]), "reread"),  # only "not json" is left
+    ]
+    for writer, write, how in writes:
+        writer.mutate(write)
+        data = path.read_bytes()
+        assert data.startswith(b"\xef\xbb\xbf") and data.count(b"\xef\xbb\xbf") == 1, data
+        follower = other if writer is store else store
+        assert names(follower) == names(GraphStore(path)) and follower.last_load.how == how
+    assert path.read_bytes() == b"\xef\xbb\xbfnot json\r\n"
+
+
 def test_a_file_with_lf_line_ends_is_written_with_lf_alone(tmp_path):
     path = tmp_path / "m.jsonl"
     path.write_bytes(WINDOWS_FILE.replace(b"\r\n", b"\n"))
@@ -783,3 +817,91 @@ def test_a_file_with_lf_line_ends_is_written_with_lf_alone(tmp_path):
     store.mutate(lambda g: g.add_observations([("e1", ["ours"])]))
     another_server(path, "create")
     assert b"\r" not in path.read_bytes()
+
+
+CONVERT = """
+import os, sys
+path, ending, how = sys.argv[1], sys.argv[2].encode().decode("unicode_escape").encode(), sys.argv[3]
+with open(path, "rb") as file:
+    lines = file.read().splitlines()
+data = b"".join(line + ending for line in lines)
+if how == "in place":
+    with open(path, "r+b") as file:
+        file.truncate(0)
+        file.write(data)
+else:
+    with open(path + ".converted", "wb") as file:
+        file.write(data)
+    os.replace(path + ".converted", path)
+"""
+
+
+@pytest.mark.parametrize("how", ["in place", "by rename"])
+def test_line_ends_another_program_converts_are_the_ones_every_later_write_uses(tmp_path, how):
+    """A program (dos2unix, an editor, git's autocrlf) converts the file LF -> CRLF and back while two servers
+    follow it: the next append and rewrite of each, and of a server in another process, end their lines as the file
+    ends them now, never as it ended them when the server first read it."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(WINDOWS_FILE.replace(b"\r\n", b"\n") + b"\n")
+    store, other = GraphStore(path), GraphStore(path)
+    names(store), names(other)
+    for ending, outside in (("\\r\\n", "create"), ("\\n", "observe")):
+        command = [sys.executable, "-c", CONVERT, str(path), ending, how]
+        done = subprocess.run(command, capture_output=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        create(store, f"appended after {ending}")
+        other.mutate(lambda g: g.add_observations([("e1", [f"rewritten after {ending}"])]))  # noqa: B023
+        store.mutate(lambda g: g.add_observations([("e0", [f"rewritten after {ending}"])]))  # noqa: B023
+        create(other, f"appended by the other after {ending}")
+        another_server(path, outside)  # an append, then a rewrite
+        data = path.read_bytes()
+        crlf = ending == "\\r\\n"
+        assert data.count(b"\r\n") == (data.count(b"\n") if crlf else 0), data
+        assert names(store) == names(other) == names(GraphStore(path))
+
+
+def test_a_file_touched_or_saved_again_unchanged_is_noticed_as_no_change(tmp_path):
+    """`touch`, or the same bytes saved again, is no change to tell subscribers about (the file is read to know:
+    its size is the same); an edit of the same size is one; a change of size is told without reading anything."""
+    store, path = memory_of(tmp_path, 3)
+    names(store)
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert store.noticed_change() is False
+    save_by_rename(path, path.read_bytes())
+    assert store.noticed_change() is False and store.noticed_change() is False
+    save_in_place(path, path.read_bytes().replace(b"about e1", b"about e2"))
+    assert store.noticed_change() is True and store.noticed_change() is False
+    loads = store.loads.total()
+    with path.open("ab") as file:
+        file.write((OUTSIDE.format("appended") + "\n").encode())
+    assert store.noticed_change() is True and store.loads.total() == loads
+
+
+def test_a_write_to_a_file_with_conflict_markers_is_refused_and_changes_nothing(tmp_path):
+    """Both sides of an unfinished merge are in the file (the first loaded, the second kept as a skipped line): a
+    write would change the first and merge or drop the second, so it is refused until the markers are gone."""
+    path = tmp_path / ".ai-memory.jsonl"
+    ours = '{"type":"entity","name":"API","entityType":"c","observations":["REST"]}'
+    theirs = '{"type":"entity","name":"API","entityType":"c","observations":["REST"]}'  # the same: it would merge
+    conflicted = f"<<<<<<< HEAD\n{ours}\n=======\n{theirs}\n>>>>>>> feature\n".encode()
+    path.write_bytes(conflicted)
+    store = GraphStore(path)
+    with pytest.raises(MergeConflictError, match=r"unfinished git merge \(conflict markers on lines 1, 3, 5\)"):
+        store.mutate(lambda g: g.add_observations([("API", ["uses JWT"])]))
+    assert path.read_bytes() == conflicted and names(store) == ["API"]
+    path.write_text(ours + "\n")  # the merge finished
+    store.mutate(lambda g: g.add_observations([("API", ["uses JWT"])]))
+    assert "uses JWT" in path.read_text()
+
+
+@pytest.mark.parametrize("content", [b"", OUTSIDE.format("A").encode()], ids=["empty", "one record"])
+def test_a_file_just_saved_with_a_byte_order_mark_is_not_taken_for_one_being_written(tmp_path, content):
+    """Notepad saves a file with a BOM and without a final newline: its last line is whole (json.loads refused it for
+    its BOM, so a read warned that another program was writing the file, and a write waited for it)."""
+    path = tmp_path / "m.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + content)
+    store = GraphStore(path)
+    started = time.monotonic()
+    assert names(store) == (["A"] if content else []) and store.take_warning() is None
+    create(store, "B")
+    assert time.monotonic() - started < TAIL_QUIET and path.read_bytes().startswith(b"\xef\xbb\xbf" + content)
