@@ -19,7 +19,7 @@ import re
 from enum import Enum
 from pathlib import Path
 
-from memory_server.lexical import stem, words
+from memory_server.lexical import words
 
 
 class Shape(Enum):
@@ -41,9 +41,10 @@ _ASKS = (
 )
 # "what does my husband do", "what did Dad do": a question that ends on its verb "do" asks what someone does
 _DOES = re.compile(r"^(?:what|wat) (?:does|did|do) .+ do$")
-# Words that say a job where no title does: "Works as an architect", "Runs a small bookshop", "Owns Delgado Auto Body", "Retired in 2019"
+# Words that say a job where no title does: "Works as an architect", "Runs a small bookshop", "Owns Delgado Auto
+# Body", "Head of Science", "Retired in 2019"
 _JOB_WORDS = re.compile(
-    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|the|his|her|their)|owns|founded|retired|self-employed)\b"
+    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|the|his|her|their)|owns|founded|head of|retired|self-employed)\b"
 )
 
 _MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
@@ -80,19 +81,39 @@ def has_shape(note: str, shape: Shape) -> bool:
     return when_in_week or bool(_YEAR.search(note)) or not said.isdisjoint(_MONTHS)
 
 
+def is_title(word: str) -> bool:
+    """Whether a word is a job title of occupations.txt ("dentist", "boss"; "nurses" too)."""
+    return _singular(word.lower()) in _titles()
+
+
 def _names_a_job(note: str) -> bool:
-    """Whether a note says a job: a title of occupations.txt (one to three words, stemmed: "nurses" is "nurse"),
+    """Whether a note says a job: a title of occupations.txt (one to three words, the last maybe plural: "nurses"),
     or words that say one (`_JOB_WORDS`)."""
     said = words(note)
     if _JOB_WORDS.search(" ".join(said)):
         return True
-    stemmed = [stem(word) for word in said]
     titles = _titles()
-    return any(" ".join(stemmed[start : start + size]) in titles for size in (1, 2, 3) for start in range(len(stemmed)))
+    return any(
+        " ".join([*said[start : start + size - 1], _singular(said[start + size - 1])]) in titles
+        for size in (1, 2, 3)
+        for start in range(len(said) - size + 1)
+    )
+
+
+def _singular(word: str) -> str:
+    """A plural's singular as WordNet's lemmas have it ("nurses", "bosses"; "midwives" stays: not a title then).
+    Not a stemmer: Snowball makes "Townes" (a physicist in WordNet) of "town"."""
+    titles = _titles()
+    if word in titles or not word.endswith("s"):
+        return word
+    for cut in (1, 2):  # "nurses" -> "nurse", "bosses" -> "boss"
+        if word[:-cut] in titles:
+            return word[:-cut]
+    return word
 
 
 @functools.cache
 def _titles() -> frozenset[str]:
-    """The job titles of occupations.txt, each as its stemmed words joined by spaces."""
+    """The job titles of occupations.txt, each as its words joined by spaces."""
     lines = (Path(__file__).with_name("occupations.txt").read_text(encoding="utf-8")).splitlines()
-    return frozenset(" ".join(stem(w) for w in words(line)) for line in lines if line and not line.startswith("#"))
+    return frozenset(" ".join(words(line)) for line in lines if line and not line.startswith("#"))

@@ -27,7 +27,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-from memory_server.answers import Shape, asked_shape, has_shape
+from memory_server.answers import Shape, asked_shape, has_shape, is_title
 from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder
 from memory_server.entity_cache import EntityCache
@@ -45,10 +45,11 @@ from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entitie
 )
 from memory_server.index import DocumentIndex
 from memory_server.joined import JoinedText
+from memory_server.kinship import kin
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
 from memory_server.store import GraphStore
-from memory_server.user import User, role_documents, user_of
+from memory_server.user import User, possessed, role_documents, user_of
 from memory_server.vector_cache import VectorCache
 
 if TYPE_CHECKING:
@@ -173,14 +174,14 @@ class GraphIndex(DocumentIndex):
         return out
 
     def _answering(self, query: str, embedder: Embedder, documents: np.ndarray) -> set[int]:
-        """Those of `documents` that `_shaped` raises for a first-person question that names someone by their role
-        for the user ("my husband"): theirs, with the shape of answer it asks for. The transformer reads neither
-        ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital"), so the
-        re-ranker keeps the mark (rerank.py). Not the user's own notes: they answer questions of every kind ("where
-        did I work before": four of Aoife's notes hold a place), and the mark would lift them all."""
+        """Those of `documents` that `_shaped` raises for a first-person question that names someone by a kinship
+        word or a job title ("my husband", "my dentist"): theirs, with the shape of answer it asks for. The
+        transformer reads neither ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda
+        Hospital"), so the re-ranker keeps the mark (rerank.py). Not the user's own notes: they answer questions of
+        every kind ("where did I work before": four of Aoife's notes hold a place), and the mark would lift them."""
         shape = asked_shape(query)
-        if shape is None or self.user is None:
-            return set()
+        if shape is None or self.user is None or not any(kin(w) or is_title(w) for w in possessed(query)):
+            return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
         reached = set(role_documents(self, self.user, query, embedder)[0].tolist())
         return {
             d
