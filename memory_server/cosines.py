@@ -55,7 +55,9 @@ class QueryCosines:
         if self._complete:
             return
         dots = self._vectors.dot(self._vector, self._used)
-        self._values = np.clip(dots if self._rows is None else dots[self._rows], 0.0, 1.0)
+        if self._rows is not None:
+            dots = dots[self._rows]
+        self._values = np.clip(dots, 0.0, 1.0, out=dots)  # a new array either way: clipped where it is
         self._known = np.ones(self.size, dtype=bool)
         self._complete = True
 
@@ -76,6 +78,8 @@ class QueryCosines:
 
     def at(self, documents: np.ndarray) -> np.ndarray:
         """The cosines of `documents`."""
+        if self._complete:
+            return self._values[documents]
         unknown = documents[~self._known[documents]]
         if len(unknown) > self.size // GATHER_SHARE:  # many: reading every row costs less than gathering them
             self._every()
