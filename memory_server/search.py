@@ -93,6 +93,7 @@ class GraphIndex(DocumentIndex):
         if getattr(self, "_names_of", None) != self.documents.snapshot.names:  # names kept: the text is too
             self._names: JoinedText | None = None
         self._types: dict[tuple[str, ...], set[str]] | None = None
+        self._named: tuple[np.ndarray, np.ndarray] | None = None
         # The user is read only when a first-person question needs it (memory_server.user), from what the entity
         # cache keeps. The graph is the store's, read while the store is held for reading (the index is up to date).
         self.graph = graph
@@ -113,6 +114,13 @@ class GraphIndex(DocumentIndex):
     @property
     def nbytes(self) -> int:
         return super().nbytes + (self._entity_cache.nbytes if self._entity_cache is not None else 0)
+
+    def _name_documents(self) -> tuple[np.ndarray, np.ndarray]:
+        """The name documents of the entities with no observations, and of the others (made once a state: two
+        selections of every entity at each query cost ~0.1 ms per 20,000 entities)."""
+        if self._named is None:
+            self._named = self.name_doc[~self.has_observations], self.name_doc[self.has_observations]
+        return self._named
 
     @property
     def names(self) -> JoinedText:
@@ -137,8 +145,9 @@ class GraphIndex(DocumentIndex):
             order[user.own] *= 1 + USER_PRIOR
         # A name document is a hit only when the name or type really holds a word of the query, and the entity
         # says nothing more (its observations carry its name and rank on their own).
-        order[self.name_doc] = np.where(lexical[self.name_doc] > 0, relevance[self.name_doc], 0.0)
-        order[self.name_doc[self.has_observations]] = 0.0
+        bare, told = self._name_documents()
+        order[told] = 0.0
+        order[bare] = np.where(lexical[bare] > 0, relevance[bare], 0.0)
         contains, equals = self._name_matches(query)
         order[contains] = 1.0 + NAME_MATCH_RANK
         order[equals] = 1.0 + 2 * NAME_MATCH_RANK

@@ -171,7 +171,9 @@ class VectorRows:
                     continue
                 places = np.flatnonzero(inside)
                 steps[places], heads[places], scales[places] = (
-                    self._blocks[number][at], self._heads[number][at], self._scales[number][at]
+                    self._blocks[number][at],
+                    self._heads[number][at],
+                    self._scales[number][at],
                 )
             part, done = buffer[:whole], out[begin : begin + whole]
             np.copyto(part, steps[:whole], casting="unsafe")
