@@ -225,13 +225,15 @@ class GraphIndex(DocumentIndex):
         is to the user), and count as supported. Supported scores under the usual one are raised to it. `scores`
         change in place; the documents supported now are returned."""
         values = scores.values
-        values[kept] = np.maximum(values[kept], usual)
-        evidenced = kept[values[kept] > usual]
+        pooled = np.maximum(values[kept], usual)  # the kept documents' scores, worked on together: read once
+        evident = pooled > usual
+        owners = self.owner[kept[evident]]
         best = np.zeros(len(self.entities), dtype=values.dtype)
-        np.maximum.at(best, self.owner[evidenced], (values[evidenced] - usual) / spread)
-        values[evidenced] += spread * ENTITY_POOL * best[self.owner[evidenced]]
+        np.maximum.at(best, owners, (pooled[evident] - usual) / spread)
+        pooled[evident] += spread * ENTITY_POOL * best[owners]
+        values[kept] = pooled
         user = self.user if is_first_person(query) else None
-        leading = float(values[kept].max()) if len(kept) else usual  # the best match's score
+        leading = float(pooled.max()) if len(kept) else usual  # the best match's score
         top = spread * max((leading - usual) / spread, 1.0)
         focus = kept[:0]
         if user is not None:
