@@ -255,7 +255,7 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     if not asked or not by_role:
         return none, none
     roles = sorted({role for found in by_role.values() for role in found})
-    fit = embedder.encode(asked) @ embedder.encode(roles).T  # word x role
+    fit = embedder.word_vectors(asked) @ embedder.word_vectors(roles).T  # word x role
     column = {role: n for n, role in enumerate(roles)}
     # How well each word fits each set of roles (many entities share one: "Hannah's colleague", "knows"); a kinship
     # word by the relative its roles say, when they say one (memory_server.kinship: to a static model "daughter" is
