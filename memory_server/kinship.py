@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from memory_server.lexical import words
+
 # word -> (kind of relative, sex it says: "f", "m" or "" for either)
 _KIN: dict[str, tuple[str, str]] = {}
 for _kind, _words in {
@@ -18,8 +20,7 @@ for _kind, _words in {
     "child": "child children kid kids son:m sons:m daughter:f daughters:f baby",
     "step parent": "stepmother:f stepfather:m stepparent",  # not the parent ("my mum" is not the stepmother)
     "step child": "stepson:m stepdaughter:f stepchild",
-    "spouse": "spouse wife:f husband:m married partner boyfriend:m girlfriend:f fiance:m fiancee:f fiancé:m "
-    "fiancée:f",
+    "spouse": "spouse wife:f husband:m married partner boyfriend:m girlfriend:f fiance:m fiancee:f fiancé:m fiancée:f",
     "sibling": "sibling siblings brother:m brothers:m sister:f sisters:f",
     "grandparent": "grandparent grandparents grandmother:f grandma:f granny:f nan:f nana:f grandfather:m grandpa:m "
     "granddad:m grandad:m",
@@ -59,6 +60,12 @@ def converse(role: str) -> str | None:
     parts = role.split()
     said = _said(role) if parts and kin(parts[-1]) else []
     return _CONVERSE[said[-1][0]] if said and len(said) == sum(kin(p) is not None for p in parts) else None
+
+
+def named_in(question: str) -> list[tuple[str, str]]:
+    """The relatives a question names, as `kin` gives them, but for the qualified ones ("where does my mother-in-law
+    live" names no mother)."""
+    return _said(" ".join(words(question)))
 
 
 def _said(role: str) -> list[tuple[str, str]]:

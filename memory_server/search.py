@@ -27,6 +27,7 @@ from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
+from memory_server import kinship
 from memory_server.answers import Shape, asked_shape, has_shape, is_title
 from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder
@@ -44,8 +45,7 @@ from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entitie
     relevant,
 )
 from memory_server.index import DocumentIndex
-from memory_server.joined import JoinedText
-from memory_server.kinship import kin
+from memory_server.joined import JoinedText, unaccented
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
 from memory_server.store import GraphStore
@@ -175,28 +175,32 @@ class GraphIndex(DocumentIndex):
         pool, cosines = reader.cosines(self, store, query, list(given), personal)
         user = self.user if personal and _says_something(query, embedder.knows_form) else None
         own = set(user.own.tolist()) if user is not None else set()
-        shaped = self._answering(query, embedder, pool) if user is not None else set()
+        shaped = self._answering(query, embedder, pool, user)
         out = []
         for d, cosine in zip(pool.tolist(), cosines.tolist()):
             hit = given.get(d) or Hit(self.entities[self.owner[d]], self.observations[d], 0.0, 0.0, 0.0, d)
             out.append(replace(hit, cosine=cosine, own=d in own, shaped=d in shaped))
         return out
 
-    def _answering(self, query: str, embedder: Embedder, documents: np.ndarray) -> set[int]:
-        """Those of `documents` that `_shaped` raises for a first-person question that names someone by a kinship
-        word or a job title ("my husband", "my dentist"): theirs, with the shape of answer it asks for. The
-        transformer reads neither ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda
-        Hospital"), so the re-ranker keeps the mark (rerank.py). Not the user's own notes: they answer questions of
-        every kind ("where did I work before": four of Aoife's notes hold a place), and the mark would lift them."""
+    def _answering(self, query: str, embedder: Embedder, documents: np.ndarray, user: User | None) -> set[int]:
+        """Those of `documents` with the shape of answer `query` asks for, of the one person it asks about: named by
+        a kinship word or a job title in a first-person question ("my husband", "my dentist": those `_shaped`
+        raises), or by name when it asks for a job ("what does Gráinne do"). The transformer reads neither who nor
+        what shape ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital"),
+        so the re-ranker keeps the mark (rerank.py). Never the user's own notes: they answer questions of every kind
+        ("where did I work before": four of Aoife's notes hold a place), and the mark would lift them all; nor, but
+        for a job, a named entity's: its every dated note has a date."""
         shape = asked_shape(query)
-        if shape is None or self.user is None or not any(kin(w) or is_title(w) for w in possessed(query)):
+        if shape is None:
+            return set()
+        if user is not None and (kinship.named_in(query) or any(is_title(w) for w in possessed(query))):
+            about = set(role_documents(self, user, query, embedder)[0].tolist())
+        elif shape is Shape.OCCUPATION:
+            named = set(words(unaccented(query))) - STOPWORDS
+            about = {d for d in documents.tolist() if named & set(words(unaccented(self.entities[self.owner[d]].name)))}
+        else:
             return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
-        reached = set(role_documents(self, self.user, query, embedder)[0].tolist())
-        return {
-            d
-            for d in documents.tolist()
-            if d in reached and self.observations[d] is not None and has_shape(self.observations[d], shape)
-        }
+        return {d for d in about & set(documents.tolist()) if has_shape(self.observations[d] or "", shape)}
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None

@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory_server.kinship import KIND, SAME, kin, role_fit
+from memory_server.kinship import KIND, SAME, kin, named_in, role_fit
 
 
 def test_a_kinship_word_names_a_kind_of_relative_and_maybe_a_sex():
@@ -59,3 +59,13 @@ def test_the_relative_at_the_other_end(word, other):
     from memory_server.kinship import converse
 
     assert converse(word) == other
+
+
+def test_the_relatives_a_question_names():
+    assert named_in("what does my husband do") == [("spouse", "m")]
+    assert named_in("when is my daughter's birthday") == [("child", "f")]
+    # qualified, a kinship word names another relative, or none a question means
+    assert named_in("where does my mother-in-law live") == []
+    assert named_in("what's my ex-wife's job") == []
+    assert named_in("what does my business partner do") == []
+    assert named_in("who is my dentist") == []

@@ -80,10 +80,10 @@ def test_questions_sharing_no_word_with_the_fact_find_it(tmp_path):
 
 def test_a_question_about_someones_job_puts_the_job_first(tmp_path):
     # The transformer reads "12h night shifts" nearer "what does my husband do" than "Midwife, Rotunda Hospital";
-    # the husband's note that says a job (answers.Shape.OCCUPATION) keeps the mark the static ranking gave it.
+    # the note of the person asked about (by role or by name) that says a job (answers.Shape.OCCUPATION) is marked.
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
-    for question in ("what does my husband do", "what's my husband's job"):
+    for question in ("what does my husband do", "what's my husband's job", "what does Cian do for a living"):
         outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
         assert answers(outcome, 1) == [("Cian Brennan", "Midwife, Rotunda Hospital")], answers(outcome, 10)
 
