@@ -193,7 +193,9 @@ class GraphIndex(DocumentIndex):
         shape = asked_shape(query)
         if shape is None:
             return set()
-        if user is not None and (kinship.named_in(query) or any(is_title(w) for w in possessed(query))):
+        owned = possessed(query)
+        kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
+        if user is not None and (kin or any(is_title(w) for w in owned)):
             about = set(role_documents(self, user, query, embedder)[0].tolist())
         elif shape is Shape.OCCUPATION:
             named = set(words(unaccented(query))) - STOPWORDS
