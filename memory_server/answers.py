@@ -45,11 +45,16 @@ _ASKS = (
 # "what does my husband do", "what did Dad do": a question that ends on its verb "do" asks what someone does
 _DOES = re.compile(r"^(?:what|wat) (?:does|did|do) .+ do$")
 # Words that say a job where no title does: "Works as an architect", "Runs a small bookshop", "Owns Delgado Auto
-# Body", "Head of Science", "Retired in 2019" (not "Retired the old laptop": a thing retired)
+# Body", "Owns a bakery", "Head of Science", "Retired in 2019"; not "Retired the old laptop" (a thing retired) nor
+# "Owns a dog named Bran" (a thing owned: a business is named, or a word says one), nor "Runs the choir", "runs the
+# unit tests" (the bench's "runs the" are mostly not jobs)
 _ARTICLE = r"(?:the|a|an|my|his|her|our|their|its)"
+_BUSINESS = (
+    r"(?:business|company|firm|shop|store|restaurant|cafe|bakery|bar|pub|salon|garage|practice|farm|agency|studio)"
+)
 _JOB_WORDS = re.compile(
-    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|the|his|her|their)|owns|founded|head of|self-employed"
-    rf"|retired(?! {_ARTICLE}\b))\b"
+    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|his|her|their)|founded|head of|self-employed"
+    rf"|owns(?! {_ARTICLE}\b)|owns {_ARTICLE}(?: \w+){{0,2}} {_BUSINESS}|retired(?! {_ARTICLE}\b))\b"
 )
 # A title held by someone else ("Married to a doctor", "Friend of the baker", "a documentary about pilots"), and a
 # plural title opening a note before an article, a verb ("Cooks a roast every Sunday")
@@ -73,6 +78,11 @@ def asked_shape(question: str) -> Shape | None:
         if any(f" {cue} " in text for cue in cues):
             return shape
     return Shape.OCCUPATION if _DOES.match(said) else None
+
+
+def asking_words(shape: Shape) -> frozenset[str]:
+    """The words of the cues that ask for `shape` ("job", "living"): what a question asks, never whom it asks about."""
+    return frozenset(word for cues, asked in _ASKS if asked is shape for cue in cues for word in cue.split())
 
 
 def has_shape(note: str, shape: Shape) -> bool:
