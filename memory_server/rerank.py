@@ -294,8 +294,8 @@ def model_name(embedder: Embedder | None, reader: Reader | None) -> str | None:
 def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
     cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
-    counts when the static cut-off kept it, or its cosine reaches COSINE_ALONE and its blend RERANK_FLOOR of the
-    best (a pool of two close matches stretches one to nothing: the cut-off's own choice stays). Name matches keep
+    counts when the static cut-off kept it, or its cosine reaches COSINE_ALONE (or it is marked, Hit.shaped) and its
+    blend RERANK_FLOOR of the best (a pool of two close matches stretches one to nothing: the cut-off's own choice stays). Name matches keep
     their place on top."""
     named = [h for h in hits if h.hit.rank >= NAME_MATCH_RANK]
     others = [h for h in hits if h.hit.rank < NAME_MATCH_RANK]
@@ -308,10 +308,13 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
     weight = _weights(others)
     blend = weight * _stretched(cosines) + (1 - weight) * _stretched(static)
-    blend += ANSWER_BONUS * np.array([h.hit.shaped for h in others])
+    shaped = np.array([h.hit.shaped for h in others])
+    blend += ANSWER_BONUS * shaped
     _shaped_first(others, blend)
     before = np.array([id(h.hit) in kept for h in others])
-    counts = before | (read & (cosines >= COSINE_ALONE))
+    # a marked hit counts as a near one does: the question asks for its shape of its entity ("Firefighter, Dublin Fire
+    # Brigade" for "what does my dad do for a living", cosine 0.32, shares no word)
+    counts = before | (read & ((cosines >= COSINE_ALONE) | shaped))
     if not counts.any():
         return sorted(named, key=lambda labelled: -labelled.hit.rank) + _nearest_own(others, cosines, read)
     floor = RERANK_FLOOR * float(blend[counts].max())

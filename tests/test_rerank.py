@@ -99,8 +99,12 @@ FAMILY = [
     Entity("Rónán Brennan", "person", ["Postdoc in seismology at DIAS", "Owns a dog named Bran"]),
     Entity("Will Byrne", "person", ["Electrician, self-employed", "Neighbour at no. 12"]),
     Entity("Work", "topic", ["Product manager at Google until 2021"]),
+    Entity("Seán Gallagher", "person", ["Retired the old Corolla in 2022", "Firefighter, Dublin Fire Brigade"]),
 ]
-FAMILY_RELATIONS = [Relation("Rónán Brennan", "Cian Brennan", "brother of")]
+FAMILY_RELATIONS = [
+    Relation("Rónán Brennan", "Cian Brennan", "brother of"),
+    Relation("Seán Gallagher", "default_user", "father of"),
+]
 
 
 def marked(outcome):
@@ -117,6 +121,9 @@ def test_the_job_marked_is_of_the_one_asked_about(tmp_path):
         assert marked(outcome) == [], (question, marked(outcome))
     outcome = searcher.search([Target("m", store)], "what does Rónán do", "hybrid", 10, None)
     assert answers(outcome, 1) == [("Rónán Brennan", "Postdoc in seismology at DIAS")], answers(outcome, 10)
+    # The static cut-off left it out (no word in common) and its cosine is no near one's: marked, it counts.
+    outcome = searcher.search([Target("m", store)], "what does my dad do for a living", "hybrid", 10, None)
+    assert answers(outcome, 1) == [("Seán Gallagher", "Firefighter, Dublin Fire Brigade")], answers(outcome, 10)
 
 
 def test_nonsense_still_returns_nothing(tmp_path):
