@@ -31,6 +31,7 @@ class Shape(Enum):
 
 
 # Question words and what they ask for, first match wins ("what time" before "what"); multi-word cues are phrases.
+# "job" asks for one when someone's ("what's my sister's job"), not a task's ("why does the Windows CI job fail").
 _ASKS = (
     (("how old", "birthday", "born", "what year", "what date", "how long ago"), Shape.DATE),
     (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
@@ -38,7 +39,23 @@ _ASKS = (
     (("where",), Shape.PLACE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
     (
-        ("for a living", "for work", "line of work", "job", "profession", "occupation", "career", "work as"),
+        (
+            "for a living",
+            "for work",
+            "line of work",
+            "s job",
+            "my job",
+            "his job",
+            "her job",
+            "their job",
+            "your job",
+            "what job does",
+            "what job did",
+            "profession",
+            "occupation",
+            "career",
+            "work as",
+        ),
         Shape.OCCUPATION,
     ),
 )

@@ -103,6 +103,9 @@ def test_a_title_someone_else_holds_or_a_verb_says_no_job():
         ("what's my wife's line of work", Shape.OCCUPATION),
         ("what does my son do on Saturdays", None),
         ("what did my dad do to his knee", None),
+        ("why does the windows CI job keep failing", None),
+        ("what job do I need to finish", None),
+        ("what job does Cian do", Shape.OCCUPATION),
     ],
 )
 def test_other_ways_to_ask_about_a_job(question, shape):
