@@ -31,21 +31,52 @@ class Shape(Enum):
 
 
 # Question words and what they ask for, first match wins ("what time" before "what"); multi-word cues are phrases.
+# "job" asks for one when someone's ("what's my sister's job"), not a task's ("why does the Windows CI job fail").
 _ASKS = (
     (("how old", "birthday", "born", "what year", "what date", "how long ago"), Shape.DATE),
     (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
     (("when",), Shape.DATE),
     (("where",), Shape.PLACE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
-    (("for a living", "for work", "job", "profession", "occupation", "career", "work as"), Shape.OCCUPATION),
+    (
+        (
+            "for a living",
+            "for work",
+            "line of work",
+            "s job",
+            "my job",
+            "his job",
+            "her job",
+            "their job",
+            "your job",
+            "what job does",
+            "what job did",
+            "profession",
+            "occupation",
+            "career",
+            "work as",
+        ),
+        Shape.OCCUPATION,
+    ),
 )
 # "what does my husband do", "what did Dad do": a question that ends on its verb "do" asks what someone does
 _DOES = re.compile(r"^(?:what|wat) (?:does|did|do) .+ do$")
 # Words that say a job where no title does: "Works as an architect", "Runs a small bookshop", "Owns Delgado Auto
-# Body", "Head of Science", "Retired in 2019"
-_JOB_WORDS = re.compile(
-    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|the|his|her|their)|owns|founded|head of|retired|self-employed)\b"
+# Body", "Owns a bakery", "Head of Science", "Retired in 2019"; not "Retired the old laptop" (a thing retired) nor
+# "Owns a dog named Bran" (a thing owned: a business is named, or a word says one), nor "Runs the choir", "runs the
+# unit tests" (the bench's "runs the" are mostly not jobs)
+_ARTICLE = r"(?:the|a|an|my|his|her|our|their|its)"
+_BUSINESS = (
+    r"(?:business|company|firm|shop|store|restaurant|cafe|bakery|bar|pub|salon|garage|practice|farm|agency|studio)"
 )
+_JOB_WORDS = re.compile(
+    r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|his|her|their)|founded|head of|self-employed"
+    rf"|owns(?! {_ARTICLE}\b)|owns {_ARTICLE}(?: \w+){{0,2}} {_BUSINESS}|retired(?! {_ARTICLE}\b))\b"
+)
+# A title held by someone else ("Married to a doctor", "Friend of the baker", "a documentary about pilots"), and a
+# plural title opening a note before an article, a verb ("Cooks a roast every Sunday")
+_OTHERS = re.compile(rf"(?:\babout|\b(?:of|to|with) {_ARTICLE}) $")
+_VERB = re.compile(rf"^ {_ARTICLE}\b")
 
 _MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
 _DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if name} | {"tues", "thur", "thurs"}
@@ -64,6 +95,11 @@ def asked_shape(question: str) -> Shape | None:
         if any(f" {cue} " in text for cue in cues):
             return shape
     return Shape.OCCUPATION if _DOES.match(said) else None
+
+
+def asking_words(shape: Shape) -> frozenset[str]:
+    """The words of the cues that ask for `shape` ("job", "living"): what a question asks, never whom it asks about."""
+    return frozenset(word for cues, asked in _ASKS if asked is shape for cue in cues for word in cue.split())
 
 
 def has_shape(note: str, shape: Shape) -> bool:
@@ -92,12 +128,19 @@ def _names_a_job(note: str) -> bool:
     said = words(note)
     if _JOB_WORDS.search(" ".join(said)):
         return True
+    return any(_holds(said, start, size) for size in (1, 2, 3) for start in range(len(said) - size + 1))
+
+
+def _holds(said: list[str], start: int, size: int) -> bool:
+    """Whether `size` words of a note from `start` are a title its subject holds: not another's ("Married to a
+    doctor") nor a verb ("Cooks a roast")."""
     titles = _titles()
-    return any(
-        " ".join([*said[start : start + size - 1], _singular(said[start + size - 1])]) in titles
-        for size in (1, 2, 3)
-        for start in range(len(said) - size + 1)
-    )
+    last = said[start + size - 1]
+    if " ".join([*said[start : start + size - 1], _singular(last)]) not in titles:
+        return False
+    before, after = " ".join(["", *said[:start], ""]), " ".join(["", *said[start + size :]])
+    verb = start == 0 and size == 1 and last not in titles and _VERB.match(after)
+    return not verb and not _OTHERS.search(before)
 
 
 def _singular(word: str) -> str:

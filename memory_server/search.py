@@ -21,6 +21,7 @@ How a query is ranked (each step measured on bench/personal_memory.py and bench/
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from collections.abc import Callable, Collection
@@ -28,7 +29,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from memory_server import kinship
-from memory_server.answers import Shape, asked_shape, has_shape, is_title
+from memory_server.answers import Shape, asked_shape, asking_words, has_shape, is_title
 from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder
 from memory_server.entity_cache import EntityCache
@@ -191,14 +192,14 @@ class GraphIndex(DocumentIndex):
         ("where did I work before": four of Aoife's notes hold a place), and the mark would lift them all; nor, but
         for a job, a named entity's: its every dated note has a date."""
         shape = asked_shape(query)
-        if shape is None:
+        if shape is None or _through_another(query):
             return set()
         owned = possessed(query)
         kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
         if user is not None and (kin or any(is_title(w) for w in owned)):
             about = set(role_documents(self, user, query, embedder)[0].tolist())
         elif shape is Shape.OCCUPATION:
-            named = set(words(unaccented(query))) - STOPWORDS
+            named = _names_in(query)
             about = {d for d in documents.tolist() if named & set(words(unaccented(self.entities[self.owner[d]].name)))}
         else:
             return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
@@ -325,6 +326,20 @@ class GraphIndex(DocumentIndex):
                 self._types.setdefault(stems(kind), set()).add(kind)
         wanted = self._types.get(stems(query) or ("",))  # a query of no words is no type
         return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
+
+
+def _through_another(query: str) -> bool:
+    """Whether a question asks about someone through another ("what does my husband's brother do", "Cian's boss": a
+    possessive before a kinship word or a title): neither the role found nor the one named is the one asked about,
+    and a mark would lift their answer over the right one's."""
+    said = words(query)
+    return any(word == "s" and (kinship.kin(after) or is_title(after)) for word, after in itertools.pairwise(said))
+
+
+def _names_in(query: str) -> set[str]:
+    """The words of a job question that may name its person: not stop words, nor those that ask for a job ("what do
+    I do for work": "Work" is a topic entity, not a person)."""
+    return set(words(unaccented(query))) - STOPWORDS - asking_words(Shape.OCCUPATION)
 
 
 def _says_something(query: str, knows: Callable[[str], bool]) -> bool:

@@ -9,7 +9,8 @@ at run time.
 
 Which nouns (deterministic): a lemma whose first noun sense (WordNet orders senses by frequency) is not a named
 person and falls under one of ROOTS (a worker, a professional, a businessperson, a scientist, ...). "nurse" and
-"fisherman" are in; "hand" (first a body part), "mother" and "friend" are out.
+"fisherman" are in; "hand" (first a body part), "mother" and "friend" are out. A few common titles the rule misses
+are added by hand (EXTRA: "solicitor", first a petitioner; "barista", not in WordNet 3.0).
 
 What it needs (BUILD TIME ONLY, never a runtime dependency): `pip install nltk` and WordNet's database files,
 either from nltk's downloader (`python -m nltk.downloader wordnet`) or, with no network but Debian's packages,
@@ -48,11 +49,62 @@ ROOTS = (
     "official.n.01",
     "enrollee.n.01",
 )
+# Common titles the rule above misses: WordNet lacks them ("barista", "postdoc", "garda") or their first sense is no
+# job ("solicitor": a petitioner; "builder": a creator of a business; "cleaner": a cleansing agent). "driver" is left
+# out ("Driver's licence expires 2027"): its compounds say the job.
+EXTRA = (
+    "apprentice",
+    "athlete",
+    "auditor",
+    "banker",
+    "barber",
+    "barista",
+    "builder",
+    "bus driver",
+    "carer",
+    "cashier",
+    "childminder",
+    "chauffeur",
+    "courier",
+    "delivery driver",
+    "detective",
+    "dj",
+    "fireman",
+    "firefighter",
+    "footballer",
+    "founder",
+    "garda",
+    "headteacher",
+    "homemaker",
+    "housewife",
+    "influencer",
+    "interpreter",
+    "joiner",
+    "lorry driver",
+    "nanny",
+    "physio",
+    "podcaster",
+    "policeman",
+    "policewoman",
+    "postdoc",
+    "postwoman",
+    "referee",
+    "reporter",
+    "retiree",
+    "solicitor",
+    "taxi driver",
+    "tattooist",
+    "trainee",
+    "translator",
+    "truck driver",
+    "youtuber",
+)
 LEXNAMES_PAGE = Path("/usr/share/man/man5/lexnames.5WN.gz")
 PARTS_OF_SPEECH = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}  # the numbers nltk's lexnames file gives them
 HEADER = """\
 # Nouns that name an occupation, one per line, lower case, written by scripts/build_occupations.py from WordNet 3.0:
-# a lemma whose first noun sense falls under {roots}.
+# a lemma whose first noun sense falls under {roots};
+# and the common titles that rule misses (EXTRA there).
 #
 # WordNet's licence, which asks to appear on all copies:
 #
@@ -88,7 +140,7 @@ def occupations(wordnet) -> list[str]:
             continue
         if any(roots.intersection(path) for path in first.hypernym_paths()):
             found.add(lemma.replace("_", " ").lower())
-    return sorted(found)
+    return sorted(found | set(EXTRA))
 
 
 def wordnet_from(folder: Path, work: Path):

@@ -55,3 +55,58 @@ def test_notes_that_say_a_job():
     # Family, friends and habits are no job ("hand" is first a body part in WordNet, "mother" no occupation).
     for note in ("Hates coriander", "Best friend since UCD", "Mother of two", "Broke her hand skiing", "Runs 5 km"):
         assert not has_shape(note, Shape.OCCUPATION), note
+
+
+def test_common_titles_that_wordnet_reads_otherwise_say_a_job():
+    # WordNet's first sense of "solicitor" is a petitioner, of "builder" a creator of a business; "barista" and
+    # "postdoc" it lacks: scripts/build_occupations.py adds the common ones.
+    for note in (
+        "Solicitor, family law",
+        "Barista at Two Boys Brew",
+        "Postdoc in seismology at DIAS",
+        "Firefighter, Dublin Fire Brigade",
+        "Bus driver",
+        "Garda in Sligo",
+        "Apprentice electrician",
+    ):
+        assert has_shape(note, Shape.OCCUPATION), note
+
+
+def test_a_title_someone_else_holds_or_a_verb_says_no_job():
+    # A title after "about", or after "of"/"to"/"with" and an article, is another person's; a plural title that
+    # opens the note before an article is a verb ("Cooks a roast"); "retired" before an article retires a thing.
+    for note in (
+        "Watched a documentary about pilots",
+        "Married to a doctor",
+        "Friend of the baker",
+        "Cooks a roast every Sunday",
+        "Retired the old Corolla in 2022",
+        "Driver's licence expires 2027",
+        "Owns a dog named Bran",
+        "Runs the Phoenix Park parkrun most Saturdays",
+    ):
+        assert not has_shape(note, Shape.OCCUPATION), note
+    for note in (
+        "Retired in 2019",
+        "Retired from the Garda",
+        "Nurses at St James's",
+        "Promoted to manager in 2023",
+        "Teacher at a school in Cork",
+        "Owns a small bakery in Tucson",
+    ):
+        assert has_shape(note, Shape.OCCUPATION), note
+
+
+@pytest.mark.parametrize(
+    ("question", "shape"),
+    [
+        ("what's my wife's line of work", Shape.OCCUPATION),
+        ("what does my son do on Saturdays", None),
+        ("what did my dad do to his knee", None),
+        ("why does the windows CI job keep failing", None),
+        ("what job do I need to finish", None),
+        ("what job does Cian do", Shape.OCCUPATION),
+    ],
+)
+def test_other_ways_to_ask_about_a_job(question, shape):
+    assert asked_shape(question) is shape
