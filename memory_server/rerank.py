@@ -295,8 +295,8 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     """The hits of every memory searched, in the order the transformer's second reading gives (rerank.py): the
     cosine and the static score, each stretched over the pool, blended with RERANK_WEIGHT on the cosine. A hit
     counts when the static cut-off kept it, or its cosine reaches COSINE_ALONE (or it is marked, Hit.shaped) and its
-    blend RERANK_FLOOR of the best (a pool of two close matches stretches one to nothing: the cut-off's own choice stays). Name matches keep
-    their place on top."""
+    blend RERANK_FLOOR of the best (a pool of two close matches stretches one to nothing: the cut-off's own choice
+    stays). Name matches keep their place on top."""
     named = [h for h in hits if h.hit.rank >= NAME_MATCH_RANK]
     others = [h for h in hits if h.hit.rank < NAME_MATCH_RANK]
     if not others:
