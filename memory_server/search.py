@@ -194,16 +194,18 @@ class GraphIndex(DocumentIndex):
         shape = asked_shape(query)
         if shape is None or _through_another(query):
             return set()
+        pool = documents.tolist()
         owned = possessed(query)
         kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
         if user is not None and (kin or any(is_title(w) for w in owned)):
-            about = set(role_documents(self, user, query, embedder)[0].tolist())
+            reached = set(role_documents(self, user, query, embedder)[0].tolist())
+            about = [d for d in pool if d in reached]
         elif shape is Shape.OCCUPATION:
             named = _names_in(query)
-            about = {d for d in documents.tolist() if named & set(words(unaccented(self.entities[self.owner[d]].name)))}
+            about = [d for d in pool if named & set(words(unaccented(self.entities[self.owner[d]].name)))]
         else:
             return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
-        return {d for d in about & set(documents.tolist()) if has_shape(self.observations[d] or "", shape)}
+        return {d for d in about if has_shape(self.observations[d] or "", shape)}
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
