@@ -75,7 +75,7 @@ _JOB_WORDS = re.compile(
 )
 # A title held by someone else ("Married to a doctor", "Friend of the baker", "a documentary about pilots"), and a
 # plural title opening a note before an article, a verb ("Cooks a roast every Sunday")
-_OTHERS = re.compile(rf"(?:\babout|\b(?:of|to|with) {_ARTICLE}) $")
+_OTHERS = re.compile(rf"(?:\babout|\b(?:for|of|to|with)(?: {_ARTICLE}| \w+)) $")
 _VERB = re.compile(rf"^ {_ARTICLE}\b")
 
 _MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
@@ -149,9 +149,10 @@ def _singular(word: str) -> str:
     titles = _titles()
     if word in titles or not word.endswith("s"):
         return word
-    for cut in (1, 2):  # "nurses" -> "nurse", "bosses" -> "boss"
-        if word[:-cut] in titles:
-            return word[:-cut]
+    if word[:-1] in titles:  # "nurses" -> "nurse"
+        return word[:-1]
+    if word.endswith("es") and word[:-2] in titles:  # "bosses" -> "boss"; "days" is no "da" (district attorney)
+        return word[:-2]
     return word
 
 

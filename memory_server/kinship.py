@@ -40,9 +40,9 @@ _CONVERSE = {
     "aunt or uncle": "niece or nephew", "niece or nephew": "aunt or uncle", "cousin": "cousin",
 }  # fmt: skip
 # A word before a kinship word that makes it another relative ("ex-wife", "step-mother", "business partner"), and
-# for "partner" the only words that keep it a spouse ("life partner").
+# for "partner" the only words that keep it a spouse ("life partner", and a possessive: "my partner", "Cian's").
 _NOT_NOW = frozenset({"ex", "former"})
-_LIFE = frozenset({"life", "domestic", "civil", "romantic"})
+_LIFE = frozenset({"life", "domestic", "civil", "romantic", "my", "our", "your", "his", "her", "their", "s"})
 
 SAME = 1.0  # a role that says the very relative asked for ("mother" for "mum", "daughter" for "daughter")
 KIND = 0.9  # a role of that kind that does not say the sex ("child" for "daughter")

@@ -188,9 +188,10 @@ class GraphIndex(DocumentIndex):
         a kinship word or a job title in a first-person question ("my husband", "my dentist": those `_shaped`
         raises), or by name when it asks for a job ("what does Gráinne do"). The transformer reads neither who nor
         what shape ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital"),
-        so the re-ranker keeps the mark (rerank.py). Never the user's own notes: they answer questions of every kind
-        ("where did I work before": four of Aoife's notes hold a place), and the mark would lift them all; nor, but
-        for a job, a named entity's: its every dated note has a date."""
+        so the re-ranker keeps the mark (rerank.py). The user's own notes only for a job ("what's my job": "Senior
+        data engineer at Brightwave"): they answer questions of every kind ("where did I work before": four of
+        Aoife's notes hold a place), and for another shape the mark would lift them all; nor, but for a job, a named
+        entity's: its every dated note has a date."""
         shape = asked_shape(query)
         if shape is None or _through_another(query):
             return set()
@@ -203,6 +204,9 @@ class GraphIndex(DocumentIndex):
         elif shape is Shape.OCCUPATION:
             named = _names_in(query)
             about = [d for d in pool if named & set(words(unaccented(self.entities[self.owner[d]].name)))]
+            if not about and user is not None and is_first_person(query) and _asks_own(owned):  # "whats my job"
+                own = set(user.own.tolist())
+                about = [d for d in pool if d in own]
         else:
             return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
         return {d for d in about if has_shape(self.observations[d] or "", shape)}
@@ -336,6 +340,12 @@ def _through_another(query: str) -> bool:
     and a mark would lift their answer over the right one's."""
     said = words(query)
     return any(word == "s" and (kinship.kin(after) or is_title(after)) for word, after in itertools.pairwise(said))
+
+
+def _asks_own(owned: list[str]) -> bool:
+    """Whether the words a first-person job question says are the user's (user.possessed) ask for a job and name no
+    one else: "what's my job", "what do I do for a living"; not "what does my partner do"."""
+    return set(owned) <= asking_words(Shape.OCCUPATION)
 
 
 def _names_in(query: str) -> set[str]:

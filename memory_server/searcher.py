@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from memory_server.currency import current_first
 from memory_server.embeddings import Embedder, EmbedderSlot
 from memory_server.graph import KnowledgeGraph, Relation
 from memory_server.hits import (  # noqa: F401 (Target is imported from here too)
@@ -167,6 +168,7 @@ class Searcher:
         elif mode != "keyword":
             kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits])}
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
+        hits = current_first(query, hits)
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
         if hits and all(h.hit.nearest for h in hits):  # rerank._nearest_own's (not a match the transformer found)

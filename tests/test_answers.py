@@ -53,7 +53,14 @@ def test_notes_that_say_a_job():
     ):
         assert has_shape(note, Shape.OCCUPATION), note
     # Family, friends and habits are no job ("hand" is first a body part in WordNet, "mother" no occupation).
-    for note in ("Hates coriander", "Best friend since UCD", "Mother of two", "Broke her hand skiing", "Runs 5 km"):
+    for note in (
+        "Hates coriander",
+        "Best friend since UCD",
+        "Mother of two",
+        "Broke her hand skiing",
+        "Runs 5 km",
+        "4 days a week",
+    ):
         assert not has_shape(note, Shape.OCCUPATION), note
 
 

@@ -64,6 +64,8 @@ def test_the_relative_at_the_other_end(word, other):
 def test_the_relatives_a_question_names():
     assert named_in("what does my husband do") == [("spouse", "m")]
     assert named_in("when is my daughter's birthday") == [("child", "f")]
+    assert named_in("what does my partner do for a living") == [("spouse", "")]  # a possessive keeps a spouse
+    assert named_in("where does Cian's partner live") == [("spouse", "")]
     # qualified, a kinship word names another relative, or none a question means
     assert named_in("where does my mother-in-law live") == []
     assert named_in("what's my ex-wife's job") == []

@@ -95,6 +95,19 @@ def test_a_question_about_someones_job_puts_the_job_first(tmp_path):
         assert answers(outcome, 1) == [("Cian Brennan", "Midwife, Rotunda Hospital")], answers(outcome, 10)
 
 
+def test_a_question_about_the_users_job_puts_their_job_first(tmp_path):
+    # The user's own notes are marked only for a job: another's old job and a note with the word "job" rank over
+    # "Backend engineer, Tallyo" for "what's my job" without the mark.
+    extra = ["Office Tue-Thu, WFH Mon/Fri", "Job share idea: 4 days a week from 2026", "Career coach sessions, monthly"]
+    user = Entity("default_user", "person", [*AOIFE[0].observations, *extra])
+    old_job = Entity("Old job", "note", ["Worked at Workday as a Java developer from 2016 to 2022"])
+    store = store_with(tmp_path, "aoife", [user, old_job, *AOIFE[1:]], AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    for question in ("what's my job", "whats my job", "what do I do for a living"):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert answers(outcome, 1) == [("default_user", "Backend engineer, Tallyo")], answers(outcome, 10)
+
+
 FAMILY = [
     Entity("Rónán Brennan", "person", ["Postdoc in seismology at DIAS", "Owns a dog named Bran"]),
     Entity("Will Byrne", "person", ["Electrician, self-employed", "Neighbour at no. 12"]),
@@ -113,12 +126,14 @@ def marked(outcome):
 
 def test_the_job_marked_is_of_the_one_asked_about(tmp_path):
     # "my husband's brother", "Cian's brother" ask about Rónán, not Cian: no mark rather than the husband's job; the
-    # words that ask for a job name no one ("Work" is a topic).
+    # words that ask for a job name no one ("Work" is a topic): "what do I do for work" asks the user's.
     store = store_with(tmp_path, "aoife", AOIFE + FAMILY, AOIFE_RELATIONS + FAMILY_RELATIONS)
     searcher = Searcher(slot(tmp_path))
-    for question in ("what does my husband's brother do", "what does Cian's brother do", "what do I do for work"):
+    for question in ("what does my husband's brother do", "what does Cian's brother do"):
         outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
         assert marked(outcome) == [], (question, marked(outcome))
+    outcome = searcher.search([Target("m", store)], "what do I do for work", "hybrid", 10, None)
+    assert marked(outcome) == [("default_user", "Backend engineer, Tallyo")], marked(outcome)
     outcome = searcher.search([Target("m", store)], "what does Rónán do", "hybrid", 10, None)
     assert answers(outcome, 1) == [("Rónán Brennan", "Postdoc in seismology at DIAS")], answers(outcome, 10)
     # The static cut-off left it out (no word in common) and its cosine is no near one's: marked, it counts.

@@ -1,0 +1,117 @@
+"""memory_server.currency: a note that says it is over goes after the one that replaced it, unless the question asks
+for the past; a question that asks what holds now reads first the note that says what changed."""
+
+import pytest
+
+from memory_server.currency import current_first, is_over, says_change
+from memory_server.graph import Entity, Relation
+from memory_server.hits import NAME_MATCH_RANK, Hit, LabelledHit
+from memory_server.searcher import Searcher, Target
+from tests.test_rerank import slot, store_with
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Mobile 07700 900412 (old number, stopped Feb 2025)",
+        "Previous address: Flat 3, 22 Wilbraham Road",
+        "First fix: 1.89% for 3 years, ended August 2022",
+        "Used to swim at Levenshulme baths",
+        "No longer works at Aviva",
+        "Passport expired 2023",
+    ],
+)
+def test_notes_that_say_they_are_over(note):
+    assert is_over(note)
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Plays bass guitar; old Fender Jazz from 2005",  # an old thing still owned
+        "Old ThinkPad for side projects",
+        "Brasserie in a former warehouse",
+        "Files VAT for the previous month by the 20th",
+        "About 7 years old",
+        "Monthly payment £1,160, on the 1st",
+    ],
+)
+def test_notes_that_date_something_else_are_not_over(note):
+    assert not is_over(note)
+
+
+def test_notes_that_say_what_changed():
+    assert says_change("payments went up to £1,340 from Sept 2025")
+    assert says_change("2024-06-10: azathioprine reduced to 125 mg daily")
+    assert says_change("New mobile since Feb 2025: 07700 900873")
+    assert not says_change("Monthly payment £1,160, on the 1st")
+
+
+def labelled(entity: str, note: str | None, score: float, label: str = "m") -> LabelledHit:
+    rank = score + (NAME_MATCH_RANK if note is None else 0.0)
+    return LabelledHit(Hit(Entity(entity, "thing", []), note, score, rank), label, ())
+
+
+OLD = "Mobile 07700 900412 (old number, stopped Feb 2025)"
+NEW = "New mobile since Feb 2025: 07700 900873"
+PAYMENT = "Monthly payment £1,160, on the 1st"
+RAISED = "payments went up to £1,340 from Sept 2025"
+
+
+def notes(hits):
+    return [(h.hit.entity.name, h.hit.observation, h.hit.score) for h in hits]
+
+
+def test_the_note_that_is_over_goes_after_its_replacement_in_the_places_they_held():
+    hits = [labelled("me", OLD, 0.9), labelled("Dentist", "Phone 0161 555 0178", 0.8), labelled("me", NEW, 0.7)]
+    assert notes(current_first("what's my phone number", hits)) == [
+        ("me", NEW, 0.9),
+        ("Dentist", "Phone 0161 555 0178", 0.8),
+        ("me", OLD, 0.7),
+    ]
+    # asked for the past, the other way round; in the past tense, as ranked
+    newest = [labelled("me", NEW, 0.9), labelled("me", OLD, 0.7)]
+    assert notes(current_first("what was my old number", newest))[0] == ("me", OLD, 0.9)
+    assert current_first("what number did I have in 2024", hits) == hits
+
+
+def test_a_note_that_is_over_stays_when_nothing_replaced_it():
+    # "do I do yoga": the note that says it stopped is the answer
+    hits = [labelled("me", "Tried yoga in 2022 but stopped", 0.9), labelled("me", "Runs 5 km on Sundays", 0.8)]
+    assert current_first("do I do yoga", hits) == hits
+
+
+def test_a_question_about_now_reads_the_change_first():
+    hits = [labelled("Mortgage", PAYMENT, 0.9), labelled("Mortgage", RAISED, 0.8)]
+    assert notes(current_first("how much is the mortgage each month now", hits))[0] == ("Mortgage", RAISED, 0.9)
+    assert notes(current_first("how much is the mortgage these days", hits))[0] == ("Mortgage", RAISED, 0.9)
+    assert current_first("how much is the mortgage each month", hits) == hits  # the question does not ask
+
+
+def test_entities_and_memories_are_apart_and_name_matches_keep_their_place():
+    hits = [
+        labelled("me", None, 0.95),
+        labelled("me", OLD, 0.9, "personal"),
+        labelled("me", NEW, 0.7, "work"),  # another memory's "me"
+    ]
+    assert current_first("what's my phone number", hits) == hits
+
+
+def test_a_search_answers_with_the_current_phone_number(tmp_path):
+    # the transformer reads the old note nearer "what's my phone number" (0.69 against 0.51 in Kwabena's memory)
+    store = store_with(
+        tmp_path,
+        "me",
+        [
+            Entity("user", "person", ["Name: Kwabena Mensah", OLD, "Lives in Chorlton", NEW, "Allergic to penicillin"]),
+            Entity("Callum Reid", "person", ["Mobile 07700 900555", "Head of Science at a school"]),
+            Entity("Dr. Patel", "person", ["Surgery phone 0161 555 0178"]),
+        ],
+        [Relation("user", "Callum Reid", "married to")],
+    )
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "what's my phone number", "hybrid", 10, None)
+    own = [h.hit.observation for h in outcome.hits if h.hit.entity.name == "user"]
+    assert own[:2] == [NEW, OLD], notes(outcome.hits)
+    outcome = searcher.search([Target("m", store)], "what was my old phone number", "hybrid", 10, None)
+    assert [h.hit.observation for h in outcome.hits if h.hit.entity.name == "user"][0] == OLD, notes(outcome.hits)
