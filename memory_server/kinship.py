@@ -68,10 +68,21 @@ def named_in(question: str) -> list[tuple[str, str]]:
     return _said(" ".join(words(question)))
 
 
+def qualified(question: str) -> frozenset[str]:
+    """The kinship words a question says of another relative than they name alone ("mother" in "where does my
+    mother-in-law live", "wife" in "my ex-wife's job"): the user's mother is not the one asked about."""
+    parts = words(question)
+    return frozenset(word for word in parts if kin(word)) - {word for word, _ in _relatives(parts)}
+
+
 def _said(role: str) -> list[tuple[str, str]]:
     """The relatives a role says, by its kinship words, as `kin` gives them; a qualified one says another relative
     or none ("mother in law", "ex wife", "business partner": none; "step mother": a step parent)."""
-    parts = role.split()
+    return [said for _, said in _relatives(role.split())]
+
+
+def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
+    """`_said`'s relatives, each with the kinship word that says it."""
     found = []
     for n, word in enumerate(parts):
         said = kin(word)
@@ -83,7 +94,7 @@ def _said(role: str) -> list[tuple[str, str]]:
         if before == "step" and not said[0].startswith("step"):
             said = ("step " + said[0], said[1]) if "step " + said[0] in _CONVERSE else None
         if said is not None:
-            found.append(said)
+            found.append((word, said))
     return found
 
 

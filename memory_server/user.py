@@ -260,13 +260,15 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     # How well each word fits each set of roles (many entities share one: "Hannah's colleague", "knows"); a kinship
     # word by the relative its roles say, when they say one (memory_server.kinship: to a static model "daughter" is
     # as near "parent" as "child").
+    # A kinship word the question qualifies ("my mother-in-law") fits no role that names the relative alone.
+    qualified = kinship.qualified(query)
     fits = {}
     for found in set(by_role.values()):
         fits[found] = fit[:, [column[r] for r in found]].max(axis=1)
         for w, word in enumerate(asked):
             kept = kinship.role_fit(word, found)
             if kept is not None:
-                fits[found][w] = kept
+                fits[found][w] = 0.0 if word in qualified else kept
     # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
     # in a question without one, by any of its words ("who do I report to").
     choosing = list(range(len(asked)))

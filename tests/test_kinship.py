@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory_server.kinship import KIND, SAME, kin, named_in, role_fit
+from memory_server.kinship import KIND, SAME, kin, named_in, qualified, role_fit
 
 
 def test_a_kinship_word_names_a_kind_of_relative_and_maybe_a_sex():
@@ -71,3 +71,11 @@ def test_the_relatives_a_question_names():
     assert named_in("what's my ex-wife's job") == []
     assert named_in("what does my business partner do") == []
     assert named_in("who is my dentist") == []
+
+
+def test_the_kinship_words_a_question_qualifies():
+    assert qualified("where does my mother-in-law live") == {"mother"}
+    assert qualified("what's my ex-wife's job") == {"wife"}
+    assert qualified("what does my business partner do") == {"partner"}
+    assert qualified("what does my mother do") == set()
+    assert qualified("what does my partner do") == set()

@@ -15,7 +15,7 @@ from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
-from memory_server.user import possessed
+from memory_server.user import possessed, role_documents
 
 
 def find_user(entities: list[Entity], links: list[tuple[str, str]]) -> int | None:
@@ -589,3 +589,29 @@ def test_my_mum_is_the_parent_not_a_mother_in_law_or_stepmother(tmp_path, bundle
     ]
     found = search(tmp_path, bundled, entities, relations, "what does my mum do")
     assert ("Brid Gallagher", "Works as a pharmacist") in found, found
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [("where does my mother-in-law live", "Nora Walsh"), ("where does my mother live", "Brid Gallagher")],
+)
+def test_a_qualified_kinship_word_reaches_that_relative_not_the_plain_one(bundled, question, asked):
+    # "mother" in "my mother-in-law" is the mother of the user's spouse, not the user's own
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("default_user", "person", ["Name: Aoife Brennan", "Lives in Sligo"]),
+            Entity("Brid Gallagher", "person", ["Lives in Galway"]),
+            Entity("Nora Walsh", "person", ["Lives in Kerry"]),
+        ]
+    )
+    graph.create_relations(
+        [
+            Relation("default_user", "Brid Gallagher", "child_of"),
+            Relation("default_user", "Nora Walsh", "mother-in-law"),
+        ]
+    )
+    index = GraphIndex(graph)
+    embedder, _ = bundled.get()
+    reached, _ = role_documents(index, index.user, question, embedder)
+    assert {index.entities[index.owner[d]].name for d in reached} == {asked}
