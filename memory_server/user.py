@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from memory_server.answers import is_title
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
@@ -250,7 +251,9 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     ("Hannah's manager since 2023"): they say what the entity is to the user."""
     none = np.zeros(0, dtype=np.int64)
     asked = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS and len(w) > 2 and embedder.knows(w)]
-    owned = [w for w in possessed(query) if w in asked]
+    # a word that names a relative or a job comes first: "my manager" names the role in "when is my one-to-one with
+    # my manager", "one" does not
+    owned = sorted((w for w in possessed(query) if w in asked), key=lambda w: not (kinship.kin(w) or is_title(w)))
     by_role = user.roles if owned else user.said
     if not asked or not by_role:
         return none, none

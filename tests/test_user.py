@@ -615,3 +615,27 @@ def test_a_qualified_kinship_word_reaches_that_relative_not_the_plain_one(bundle
     embedder, _ = bundled.get()
     reached, _ = role_documents(index, index.user, question, embedder)
     assert {index.entities[index.owner[d]].name for d in reached} == {asked}
+
+
+def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
+    # "one" in "my one-to-one" fits a team ("member of") as well as any word: "manager" names the role
+    graph = KnowledgeGraph()
+    graph.create_entities(
+        [
+            Entity("default_user", "person", ["Name: Aoife Gallagher", "Backend engineer"]),
+            Entity("Deirdre Walsh", "person", ["1:1 with Aoife Thu 11:00", "Eng manager, Payments"]),
+            Entity("Payments squad", "team", ["2-wk sprints, planning Mon"]),
+            Entity("Phoenix Community Choir", "organisation", ["Summer concert 28 June"]),
+        ]
+    )
+    graph.create_relations(
+        [
+            Relation("Deirdre Walsh", "default_user", "manages"),
+            Relation("default_user", "Payments squad", "member of"),
+            Relation("default_user", "Phoenix Community Choir", "member of"),
+        ]
+    )
+    index = GraphIndex(graph)
+    embedder, _ = bundled.get()
+    reached, _ = role_documents(index, index.user, "when is my one-to-one with my manager", embedder)
+    assert {index.entities[index.owner[d]].name for d in reached} == {"Deirdre Walsh"}
