@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from memory_server.hits import NAME_MATCH_RANK, LabelledHit
-from memory_server.lexical import words
+from memory_server.lexical import tokenize, words
 
 # A note that says it no longer holds: "(old number, stopped Feb 2025)", "Previous address: ...", "First fix: 1.89%
 # for 3 years, ended August 2022", "Used to swim". Not "Old ThinkPad for side projects", "a former warehouse", "the
@@ -24,15 +24,21 @@ _OVER = re.compile(
     re.IGNORECASE,
 )
 # A note that says something changed, or holds now: "went up to £1,340", "reduced to 125 mg", "New mobile since Feb
-# 2025", "Current fix: 4.29%", "now at Aldi".
+# 2025", "Current fix: 4.29%", "now at Aldi"; "since" a date, not "since childhood".
 _CHANGED = re.compile(
     r"\b(?:(?:went|gone|goes) (?:up|down) to|(?:rose|fell|raised|increased|decreased|reduced|lowered|cut|changed"
-    r"|moved|switched|upgraded|downgraded|promoted|renamed) to|now|new|since|current(?:ly)?|still)\b",
+    r"|moved|switched|upgraded|downgraded|promoted|renamed) to|now|new|current(?:ly)?|still)\b"
+    r"|\bsince (?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|last|early|late|mid)[a-z]*\b)",
     re.IGNORECASE,
 )
-_ASKS_BEFORE = frozenset(["old", "previous", "previously", "former", "formerly", "before", "used", "ex", "originally"])
-_ASKS_PAST = _ASKS_BEFORE | frozenset(["did", "was", "were", "had", "ago", "last", "first"])
-_ASKS_NOW = frozenset(["now", "current", "currently", "anymore", "still", "new", "latest", "nowadays"])
+# What a question asks for: what held before ("my old flat", "my previous job"; not "before Brightwave", "the week
+# before August 3", nor "a one-year-old"), the past (as ranked), or what holds now ("now", "currently"; not "new" or
+# "still": "what new activity has Tim started", "would she still want to").
+_ASKS_BEFORE = frozenset(["previous", "previously", "former", "formerly", "used", "ex", "originally"])
+_OLD_OF = re.compile(r"\b(?:my|our|your|his|her|their|s) old\b")  # "my old flat", not "old notebooks"
+_ASKS_PAST = _ASKS_BEFORE | frozenset(["old", "did", "was", "were", "had", "ago", "last", "first", "before"])
+_ASKS_NOW = frozenset(["now", "current", "currently", "anymore", "nowadays"])
+_AGE = re.compile(r"\b(?:year|month|week|day)s? old\b")
 
 
 def is_over(note: str) -> bool:
@@ -47,18 +53,16 @@ def says_change(note: str) -> bool:
 
 def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
     """`hits` (best first), each entity's hits in the order of time the question asks for, in the places its hits
-    held (other entities' hits keep theirs, every place keeps its score): see the module's docstring."""
+    held (other entities' hits keep theirs, every place keeps its score): see the module's docstring. A note that
+    is over goes after one of its entity's that says what changed about the same thing (they share a term: "old
+    number" and "New mobile since Feb 2025" share "mobile"); alone, it still answers ("Tried yoga in 2022 but
+    stopped" for "do I do yoga"), and a memory's other changes are about other things."""
     said = words(query)
-    asked, spoken = set(said), " ".join(said)
-    before, past = bool(asked & _ASKS_BEFORE), bool(asked & _ASKS_PAST)
+    spoken = " ".join(said)
+    asked = set(words(_AGE.sub(" ", spoken)))
+    before = bool(asked & _ASKS_BEFORE) or _OLD_OF.search(spoken) is not None
+    past = before or bool(asked & _ASKS_PAST)
     now = bool(asked & _ASKS_NOW) or "these days" in spoken or "at the moment" in spoken
-
-    def order(labelled: LabelledHit, replaced: bool) -> int:
-        note = labelled.hit.observation or ""
-        if is_over(note):
-            return -1 if before else (1 if replaced and not past else 0)
-        return -1 if now and says_change(note) else 0
-
     entities: dict[tuple[str, str], list[int]] = {}
     for n, labelled in enumerate(hits):
         if labelled.hit.observation is None or labelled.hit.rank >= NAME_MATCH_RANK:
@@ -68,11 +72,41 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
     for places in entities.values():
         if len(places) < 2:
             continue
-        # a note that is over goes after the others only when one of them says what changed: alone, it still
-        # answers ("Tried yoga in 2022 but stopped" for "do I do yoga")
-        replaced = any(says_change(hits[n].hit.observation or "") for n in places)
-        wanted = sorted(places, key=lambda n: order(hits[n], replaced))  # stable: the ranking's order in a class
+        notes = {n: hits[n].hit.observation or "" for n in places}
+        if before:
+            wanted = sorted(places, key=lambda n: not is_over(notes[n]))  # stable: the ranking's order otherwise
+        elif past:
+            continue
+        else:
+            name = set(tokenize(hits[places[0]].hit.entity.name))  # a speaker's every fact may say their name
+            wanted = _in_time(places, notes, now, name)
         for place, n in zip(places, wanted):
             held = hits[place].hit
             out[place] = replace(hits[n], hit=replace(hits[n].hit, score=held.score, rank=held.rank))
     return out
+
+
+def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]) -> list[int]:
+    """One entity's hits (best first) for a question in the present: a note that is over after the first note
+    below it that says what changed about the same thing; for a question about now, a note that says what changed
+    before the first note above it about the same thing."""
+    terms = {n: set(tokenize(notes[n])) - name for n in places}
+    order = list(places)
+    for n in places:
+        if not is_over(notes[n]):
+            continue
+        below = order[order.index(n) + 1 :]
+        newer = next((m for m in below if says_change(notes[m]) and terms[m] & terms[n]), None)
+        if newer is not None:
+            order.remove(n)
+            order.insert(order.index(newer) + 1, n)
+    if now:
+        for n in places:
+            if not says_change(notes[n]) or is_over(notes[n]):
+                continue
+            above = order[: order.index(n)]
+            older = next((m for m in above if not says_change(notes[m]) and terms[m] & terms[n]), None)
+            if older is not None:
+                order.remove(n)
+                order.insert(order.index(older), n)
+    return order

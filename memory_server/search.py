@@ -21,15 +21,13 @@ How a query is ranked (each step measured on bench/personal_memory.py and bench/
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-from memory_server import kinship
-from memory_server.answers import Shape, asked_shape, asking_words, has_shape, is_title
+from memory_server.answers import Shape, asked_shape, has_shape
 from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder
 from memory_server.entity_cache import EntityCache
@@ -46,11 +44,12 @@ from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entitie
     relevant,
 )
 from memory_server.index import DocumentIndex
-from memory_server.joined import JoinedText, unaccented
+from memory_server.joined import JoinedText
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
+from memory_server.marks import answering
 from memory_server.store import GraphStore
-from memory_server.user import User, possessed, role_documents, user_of
+from memory_server.user import User, role_documents, user_of
 from memory_server.vector_cache import VectorCache
 
 if TYPE_CHECKING:
@@ -176,40 +175,12 @@ class GraphIndex(DocumentIndex):
         pool, cosines = reader.cosines(self, store, query, list(given), personal)
         user = self.user if personal and _says_something(query, embedder.knows_form) else None
         own = set(user.own.tolist()) if user is not None else set()
-        shaped = self._answering(query, embedder, pool, user)
+        shaped = answering(self, query, embedder, pool, user)
         out = []
         for d, cosine in zip(pool.tolist(), cosines.tolist()):
             hit = given.get(d) or Hit(self.entities[self.owner[d]], self.observations[d], 0.0, 0.0, 0.0, d)
             out.append(replace(hit, cosine=cosine, own=d in own, shaped=d in shaped))
         return out
-
-    def _answering(self, query: str, embedder: Embedder, documents: np.ndarray, user: User | None) -> set[int]:
-        """Those of `documents` with the shape of answer `query` asks for, of the one person it asks about: named by
-        a kinship word or a job title in a first-person question ("my husband", "my dentist": those `_shaped`
-        raises), or by name when it asks for a job ("what does Gráinne do"). The transformer reads neither who nor
-        what shape ("what does my husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital"),
-        so the re-ranker keeps the mark (rerank.py). The user's own notes only for a job ("what's my job": "Senior
-        data engineer at Brightwave"): they answer questions of every kind ("where did I work before": four of
-        Aoife's notes hold a place), and for another shape the mark would lift them all; nor, but for a job, a named
-        entity's: its every dated note has a date."""
-        shape = asked_shape(query)
-        if shape is None or _through_another(query):
-            return set()
-        pool = documents.tolist()
-        owned = possessed(query)
-        kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
-        if user is not None and (kin or any(is_title(w) for w in owned)):
-            reached = set(role_documents(self, user, query, embedder)[0].tolist())
-            about = [d for d in pool if d in reached]
-        elif shape is Shape.OCCUPATION:
-            named = _names_in(query)
-            about = [d for d in pool if named & set(words(unaccented(self.entities[self.owner[d]].name)))]
-            if not about and user is not None and is_first_person(query) and _asks_own(owned):  # "whats my job"
-                own = set(user.own.tolist())
-                about = [d for d in pool if d in own]
-        else:
-            return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
-        return {d for d in about if has_shape(self.observations[d] or "", shape)}
 
     def relevance(
         self, query: str, mode: Mode, embedder: Embedder | None
@@ -332,26 +303,6 @@ class GraphIndex(DocumentIndex):
                 self._types.setdefault(stems(kind), set()).add(kind)
         wanted = self._types.get(stems(query) or ("",))  # a query of no words is no type
         return [n for n, kind in enumerate(types) if kind in wanted] if wanted else []
-
-
-def _through_another(query: str) -> bool:
-    """Whether a question asks about someone through another ("what does my husband's brother do", "Cian's boss": a
-    possessive before a kinship word or a title): neither the role found nor the one named is the one asked about,
-    and a mark would lift their answer over the right one's."""
-    said = words(query)
-    return any(word == "s" and (kinship.kin(after) or is_title(after)) for word, after in itertools.pairwise(said))
-
-
-def _asks_own(owned: list[str]) -> bool:
-    """Whether the words a first-person job question says are the user's (user.possessed) ask for a job and name no
-    one else: "what's my job", "what do I do for a living"; not "what does my partner do"."""
-    return set(owned) <= asking_words(Shape.OCCUPATION)
-
-
-def _names_in(query: str) -> set[str]:
-    """The words of a job question that may name its person: not stop words, nor those that ask for a job ("what do
-    I do for work": "Work" is a topic entity, not a person)."""
-    return set(words(unaccented(query))) - STOPWORDS - asking_words(Shape.OCCUPATION)
 
 
 def _says_something(query: str, knows: Callable[[str], bool]) -> bool:

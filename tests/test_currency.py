@@ -81,6 +81,14 @@ def test_a_note_that_is_over_stays_when_nothing_replaced_it():
     assert current_first("do I do yoga", hits) == hits
 
 
+def test_a_change_about_something_else_moves_nothing():
+    # an entity with many notes (the user, a speaker of a long conversation) says many changes, of other things
+    hits = [labelled("me", OLD, 0.9), labelled("me", "Vegetarian since 2024", 0.8)]
+    assert current_first("what's my phone number", hits) == hits
+    hits = [labelled("me", "Lives in Chorlton", 0.9), labelled("me", "New job at the BBC since May", 0.8)]
+    assert current_first("where do I live now", hits) == hits
+
+
 def test_a_question_about_now_reads_the_change_first():
     hits = [labelled("Mortgage", PAYMENT, 0.9), labelled("Mortgage", RAISED, 0.8)]
     assert notes(current_first("how much is the mortgage each month now", hits))[0] == ("Mortgage", RAISED, 0.9)

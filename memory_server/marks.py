@@ -1,0 +1,68 @@
+"""Which documents of a search's pool hold the answer a question asks for, of the one it asks about: the mark the
+transformer's second reading keeps (Hit.shaped, rerank.py), since it reads neither who nor what shape ("what does my
+husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital")."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING
+
+from memory_server import kinship
+from memory_server.answers import Shape, asked_shape, asking_words, has_shape, is_title
+from memory_server.joined import unaccented
+from memory_server.lexical import STOPWORDS, is_first_person, words
+from memory_server.user import possessed, role_documents
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memory_server.embeddings import Embedder
+    from memory_server.search import GraphIndex
+    from memory_server.user import User
+
+
+def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.ndarray, user: User | None) -> set[int]:
+    """Those of `documents` with the shape of answer `query` asks for, of the one person it asks about: named by
+    a kinship word or a job title in a first-person question ("my husband", "my dentist": those search._shaped
+    raises), or by name when it asks for a job ("what does Gráinne do"). The user's own notes only for a job
+    ("what's my job": "Senior data engineer at Brightwave"): they answer questions of every kind ("where did I work
+    before": four of Aoife's notes hold a place), and for another shape the mark would lift them all; nor, but for
+    a job, a named entity's: its every dated note has a date."""
+    shape = asked_shape(query)
+    if shape is None or _through_another(query):
+        return set()
+    pool = documents.tolist()
+    owned = possessed(query)
+    kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
+    if user is not None and (kin or any(is_title(w) for w in owned)):
+        reached = set(role_documents(index, user, query, embedder)[0].tolist())
+        about = [d for d in pool if d in reached]
+    elif shape is Shape.OCCUPATION:
+        named = _names_in(query)
+        about = [d for d in pool if named & set(words(unaccented(index.entities[index.owner[d]].name)))]
+        if not about and user is not None and is_first_person(query) and _asks_own(owned):  # "whats my job"
+            own = set(user.own.tolist())
+            about = [d for d in pool if d in own]
+    else:
+        return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
+    return {d for d in about if has_shape(index.observations[d] or "", shape)}
+
+
+def _through_another(query: str) -> bool:
+    """Whether a question asks about someone through another ("what does my husband's brother do", "Cian's boss": a
+    possessive before a kinship word or a title): neither the role found nor the one named is the one asked about,
+    and a mark would lift their answer over the right one's."""
+    said = words(query)
+    return any(word == "s" and (kinship.kin(after) or is_title(after)) for word, after in itertools.pairwise(said))
+
+
+def _asks_own(owned: list[str]) -> bool:
+    """Whether the words a first-person job question says are the user's (user.possessed) ask for a job and name no
+    one else: "what's my job", "what do I do for a living"; not "what does my partner do"."""
+    return set(owned) <= asking_words(Shape.OCCUPATION)
+
+
+def _names_in(query: str) -> set[str]:
+    """The words of a job question that may name its person: not stop words, nor those that ask for a job ("what do
+    I do for work": "Work" is a topic entity, not a person)."""
+    return set(words(unaccented(query))) - STOPWORDS - asking_words(Shape.OCCUPATION)
