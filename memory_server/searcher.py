@@ -168,7 +168,8 @@ class Searcher:
         elif mode != "keyword":
             kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits])}
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
-        hits = current_first(query, hits)
+        if mode != "keyword":  # keyword mode keeps the official server's order
+            hits = current_first(query, hits)
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
         if hits and all(h.hit.nearest for h in hits):  # rerank._nearest_own's (not a match the transformer found)
