@@ -24,10 +24,11 @@ _OVER = re.compile(
     re.IGNORECASE,
 )
 # A note that says something changed, or holds now: "went up to £1,340", "reduced to 125 mg", "New mobile since Feb
-# 2025", "Current fix: 4.29%", "now at Aldi"; "since" a date, not "since childhood".
+# 2025", "Current fix: 4.29%", "now at Aldi"; "since" a date, not "since childhood"; "new", not a name's "New York" or
+# "New Year".
 _CHANGED = re.compile(
     r"\b(?:(?:went|gone|goes) (?:up|down) to|(?:rose|fell|raised|increased|decreased|reduced|lowered|cut|changed"
-    r"|moved|switched|upgraded|downgraded|promoted|renamed) to|now|new|current(?:ly)?|still)\b"
+    r"|moved|switched|upgraded|downgraded|promoted|renamed) to|now|new(?!\s+(?-i:[A-Z]))|current(?:ly)?|still)\b"
     r"|\bsince (?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|last|early|late|mid)[a-z]*\b)",
     re.IGNORECASE,
 )
@@ -41,9 +42,21 @@ _ASKS_NOW = frozenset(["now", "current", "currently", "anymore", "nowadays"])
 _AGE = re.compile(r"\b(?:year|month|week|day)s? old\b")
 
 
+# Words that date a note, not what it is about: "stopped Feb 2025" and "New gym since Feb 2025" are not one thing.
+_WHEN = re.compile(
+    r"\b(?:\w*\d\w*|jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
+
+
 def is_over(note: str) -> bool:
-    """Whether a note says it no longer holds."""
-    return _OVER.search(note) is not None
+    """Whether a note says it no longer holds; not one that goes on to say what holds now ("Previously at Acme, now
+    at Globex" is the current note; "stopped since May" still says it is over)."""
+    ends = [m.end() for m in _OVER.finditer(note)]
+    return bool(ends) and not any(
+        m.start() >= ends[-1] and not m.group().lower().startswith("since") for m in _CHANGED.finditer(note)
+    )
 
 
 def says_change(note: str) -> bool:
@@ -74,7 +87,9 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
             continue
         notes = {n: hits[n].hit.observation or "" for n in places}
         if before:
-            wanted = sorted(places, key=lambda n: not is_over(notes[n]))  # stable: the ranking's order otherwise
+            # any note that tells what is over, though it goes on to what holds now ("Previously at Acme, now at
+            # Globex" answers "where did I work before"); stable: the ranking's order otherwise
+            wanted = sorted(places, key=lambda n: _OVER.search(notes[n]) is None)
         elif past:
             continue
         else:
@@ -87,19 +102,19 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
 
 
 def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]) -> list[int]:
-    """One entity's hits (best first) for a question in the present: a note that is over after the first note
-    below it that says what changed about the same thing; for a question about now, a note that says what changed
+    """One entity's hits (best first) for a question in the present: a note that is over right after the first note
+    below it that says what changed about the same thing, which takes its place; for a question about now, a note that says what changed
     before the first note above it about the same thing."""
-    terms = {n: set(tokenize(notes[n])) - name for n in places}
+    terms = {n: _about(notes[n]) - name for n in places}
     order = list(places)
     for n in places:
         if not is_over(notes[n]):
             continue
         below = order[order.index(n) + 1 :]
         newer = next((m for m in below if says_change(notes[m]) and terms[m] & terms[n]), None)
-        if newer is not None:
-            order.remove(n)
-            order.insert(order.index(newer) + 1, n)
+        if newer is not None:  # the change takes the old note's place: the notes between were ranked below both
+            order.remove(newer)
+            order.insert(order.index(n), newer)
     if now:
         for n in places:
             if not says_change(notes[n]) or is_over(notes[n]):
@@ -110,3 +125,8 @@ def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]
                 order.remove(n)
                 order.insert(order.index(older), n)
     return order
+
+
+def _about(note: str) -> set[str]:
+    """The terms of what a note is about: without the words that say it changed, is over, or when."""
+    return set(tokenize(_WHEN.sub(" ", _CHANGED.sub(" ", _OVER.sub(" ", note)))))
