@@ -12,7 +12,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from memory_server.answers import is_title
 from memory_server.hits import NAME_MATCH_RANK, LabelledHit
+from memory_server.kinship import kin
 from memory_server.lexical import tokenize, words
 
 # A note that says it no longer holds: "(old number, stopped Feb 2025)", "Previous address: ...", "First fix: 1.89%
@@ -70,7 +72,7 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
     is over goes after one of its entity's that says what changed about the same thing (they share a term: "old
     number" and "New mobile since Feb 2025" share "mobile"); alone, it still answers ("Tried yoga in 2022 but
     stopped" for "do I do yoga"), and a memory's other changes are about other things."""
-    said = words(query)
+    said = _of_time(words(query))
     spoken = " ".join(said)
     asked = set(words(_AGE.sub(" ", spoken)))
     before = bool(asked & _ASKS_BEFORE) or _OLD_OF.search(spoken) is not None
@@ -99,6 +101,19 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
             held = hits[place].hit
             out[place] = replace(hits[n], hit=replace(hits[n].hit, score=held.score, rank=held.rank))
     return out
+
+
+def _of_time(said: list[str]) -> list[str]:
+    """A question's words but those that say who rather than when: "my ex's address", "my former boss's phone", "my
+    old teacher" ask for that person's facts as they are now; and "used" but in "used to" ("the card used for
+    Netflix" is in the present)."""
+    return [
+        word
+        for n, word in enumerate(said)
+        if word != "ex"
+        and not (word == "used" and said[n + 1 : n + 2] != ["to"])
+        and not (word in _ASKS_BEFORE | {"old"} and n + 1 < len(said) and (kin(said[n + 1]) or is_title(said[n + 1])))
+    ]
 
 
 def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]) -> list[int]:

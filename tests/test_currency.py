@@ -159,3 +159,19 @@ def test_a_note_that_says_what_holds_now_after_what_is_over_is_current():
     assert current_first("where do I work", hits) == hits
     hits = [labelled("me", "Globex gave me a new laptop", 0.9), labelled("me", moved, 0.8)]
     assert notes(current_first("where did I work previously", hits))[0] == ("me", moved, 0.9)
+
+
+def test_words_that_say_who_do_not_ask_for_the_past():
+    previous = "Previous address: Flat 3, 22 Wilbraham Road"
+    new = "New address since May: 12 Oak Road"
+    hits = [labelled("Sarah", new, 0.9), labelled("Sarah", "Phone 0770 111", 0.85), labelled("Sarah", previous, 0.8)]
+    for question in [
+        "what's my ex's address",
+        "what's my ex-wife's address",
+        "what's the address of my former boss",
+        "where does my old teacher live",
+        "which address is used for the council tax",
+    ]:
+        assert current_first(question, hits) == hits, question
+    assert notes(current_first("what was my ex's previous address", hits))[0] == ("Sarah", previous, 0.9)
+    assert notes(current_first("what address did she used to have", hits))[0] == ("Sarah", previous, 0.9)
