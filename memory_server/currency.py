@@ -19,10 +19,14 @@ from memory_server.lexical import tokenize, words
 
 # A note that says it no longer holds: "(old number, stopped Feb 2025)", "Previous address: ...", "First fix: 1.89%
 # for 3 years, ended August 2022", "Used to swim". Not "Old ThinkPad for side projects", "a former warehouse", "the
-# previous month": words that date something else.
+# previous month": words that date something else; nor "stopped by the bakery", "ended up in Leeds", "got used to
+# early starts": a visit, an outcome, a habit.
 _OVER = re.compile(
     r"\(\s*old\b|\bprevious(?:ly)?\b(?! (?:day|week|month|year|tax|deploy|version|release|one)s?\b)"
-    r"|\b(?:formerly|used to|no longer|not any ?more|stopped|ended|expired)\b",
+    r"|\b(?:formerly|no longer|not any ?more|expired)\b|\bstopped\b(?! (?:by|off)\b)|\bended\b(?! up\b)"
+    r"|"
+    + "".join(f"(?<!\\b{be} )" for be in ["is", "am", "are", "was", "be", "been", "get", "gets", "got", "getting"])
+    + r"\bused to\b",
     re.IGNORECASE,
 )
 # A note that says something changed, or holds now: "went up to £1,340", "reduced to 125 mg", "New mobile since Feb

@@ -175,3 +175,19 @@ def test_words_that_say_who_do_not_ask_for_the_past():
         assert current_first(question, hits) == hits, question
     assert notes(current_first("what was my ex's previous address", hits))[0] == ("Sarah", previous, 0.9)
     assert notes(current_first("what address did she used to have", hits))[0] == ("Sarah", previous, 0.9)
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        "Ended up moving to Leeds in 2023",
+        "Stopped by the bakery on Friday",
+        "Is used to early starts",
+        "Got used to it",
+    ],
+)
+def test_a_visit_an_outcome_a_habit_are_not_over(note):
+    assert not is_over(note)
+    assert is_over("Stopped in March 2024")
+    hits = [labelled("Tom", note, 0.9), labelled("Tom", "Now works at the Leeds office in the new building", 0.8)]
+    assert current_first("where does Tom live", hits) == hits
