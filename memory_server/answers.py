@@ -75,7 +75,9 @@ _JOB_WORDS = re.compile(
 )
 # A title held by someone else ("Married to a doctor", "Friend of the baker", "a documentary about pilots"), and a
 # plural title opening a note before an article, a verb ("Cooks a roast every Sunday")
-_OTHERS = re.compile(rf"(?:\babout|\b(?:for|of|to|with)(?: {_ARTICLE}| \w+)) $")
+# A bare word between "to" and a title is the subject's new job ("Promoted to lead developer", "Switched to data
+# scientist"); between "for", "of" or "with" and one, others' ("Training for new analysts").
+_OTHERS = re.compile(rf"(?:\babout|\bto {_ARTICLE}|\b(?:for|of|with)(?: {_ARTICLE}| \w+)) $")
 _VERB = re.compile(rf"^ {_ARTICLE}\b")
 
 _MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}

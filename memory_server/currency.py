@@ -12,22 +12,29 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from memory_server.answers import is_title
 from memory_server.hits import NAME_MATCH_RANK, LabelledHit
+from memory_server.kinship import kin
 from memory_server.lexical import tokenize, words
 
 # A note that says it no longer holds: "(old number, stopped Feb 2025)", "Previous address: ...", "First fix: 1.89%
 # for 3 years, ended August 2022", "Used to swim". Not "Old ThinkPad for side projects", "a former warehouse", "the
-# previous month": words that date something else.
+# previous month": words that date something else; nor "stopped by the bakery", "ended up in Leeds", "got used to
+# early starts": a visit, an outcome, a habit.
 _OVER = re.compile(
     r"\(\s*old\b|\bprevious(?:ly)?\b(?! (?:day|week|month|year|tax|deploy|version|release|one)s?\b)"
-    r"|\b(?:formerly|used to|no longer|not any ?more|stopped|ended|expired)\b",
+    r"|\b(?:formerly|no longer|not any ?more|expired)\b|\bstopped\b(?! (?:by|off)\b)|\bended\b(?! up\b)"
+    r"|"
+    + "".join(f"(?<!\\b{be} )" for be in ["is", "am", "are", "was", "be", "been", "get", "gets", "got", "getting"])
+    + r"\bused to\b",
     re.IGNORECASE,
 )
 # A note that says something changed, or holds now: "went up to £1,340", "reduced to 125 mg", "New mobile since Feb
-# 2025", "Current fix: 4.29%", "now at Aldi"; "since" a date, not "since childhood".
+# 2025", "Current fix: 4.29%", "now at Aldi"; "since" a date, not "since childhood"; "new", not a name's "New York" or
+# "New Year".
 _CHANGED = re.compile(
     r"\b(?:(?:went|gone|goes) (?:up|down) to|(?:rose|fell|raised|increased|decreased|reduced|lowered|cut|changed"
-    r"|moved|switched|upgraded|downgraded|promoted|renamed) to|now|new|current(?:ly)?|still)\b"
+    r"|moved|switched|upgraded|downgraded|promoted|renamed) to|now|new(?!\s+(?-i:[A-Z]))|current(?:ly)?|still)\b"
     r"|\bsince (?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec|last|early|late|mid)[a-z]*\b)",
     re.IGNORECASE,
 )
@@ -41,9 +48,21 @@ _ASKS_NOW = frozenset(["now", "current", "currently", "anymore", "nowadays"])
 _AGE = re.compile(r"\b(?:year|month|week|day)s? old\b")
 
 
+# Words that date a note, not what it is about: "stopped Feb 2025" and "New gym since Feb 2025" are not one thing.
+_WHEN = re.compile(
+    r"\b(?:\w*\d\w*|jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?"
+    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
+    re.IGNORECASE,
+)
+
+
 def is_over(note: str) -> bool:
-    """Whether a note says it no longer holds."""
-    return _OVER.search(note) is not None
+    """Whether a note says it no longer holds; not one that goes on to say what holds now ("Previously at Acme, now
+    at Globex" is the current note; "stopped since May" still says it is over)."""
+    ends = [m.end() for m in _OVER.finditer(note)]
+    return bool(ends) and not any(
+        m.start() >= ends[-1] and not m.group().lower().startswith("since") for m in _CHANGED.finditer(note)
+    )
 
 
 def says_change(note: str) -> bool:
@@ -57,7 +76,7 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
     is over goes after one of its entity's that says what changed about the same thing (they share a term: "old
     number" and "New mobile since Feb 2025" share "mobile"); alone, it still answers ("Tried yoga in 2022 but
     stopped" for "do I do yoga"), and a memory's other changes are about other things."""
-    said = words(query)
+    said = _of_time(words(query))
     spoken = " ".join(said)
     asked = set(words(_AGE.sub(" ", spoken)))
     before = bool(asked & _ASKS_BEFORE) or _OLD_OF.search(spoken) is not None
@@ -74,7 +93,9 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
             continue
         notes = {n: hits[n].hit.observation or "" for n in places}
         if before:
-            wanted = sorted(places, key=lambda n: not is_over(notes[n]))  # stable: the ranking's order otherwise
+            # any note that tells what is over, though it goes on to what holds now ("Previously at Acme, now at
+            # Globex" answers "where did I work before"); stable: the ranking's order otherwise
+            wanted = sorted(places, key=lambda n: _OVER.search(notes[n]) is None)
         elif past:
             continue
         else:
@@ -86,20 +107,33 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
     return out
 
 
+def _of_time(said: list[str]) -> list[str]:
+    """A question's words but those that say who rather than when: "my ex's address", "my former boss's phone", "my
+    old teacher" ask for that person's facts as they are now; and "used" but in "used to" ("the card used for
+    Netflix" is in the present)."""
+    return [
+        word
+        for n, word in enumerate(said)
+        if word != "ex"
+        and not (word == "used" and said[n + 1 : n + 2] != ["to"])
+        and not (word in _ASKS_BEFORE | {"old"} and n + 1 < len(said) and (kin(said[n + 1]) or is_title(said[n + 1])))
+    ]
+
+
 def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]) -> list[int]:
-    """One entity's hits (best first) for a question in the present: a note that is over after the first note
-    below it that says what changed about the same thing; for a question about now, a note that says what changed
+    """One entity's hits (best first) for a question in the present: a note that is over right after the first note
+    below it that says what changed about the same thing, which takes its place; for a question about now, a note that says what changed
     before the first note above it about the same thing."""
-    terms = {n: set(tokenize(notes[n])) - name for n in places}
+    terms = {n: _about(notes[n]) - name for n in places}
     order = list(places)
     for n in places:
         if not is_over(notes[n]):
             continue
         below = order[order.index(n) + 1 :]
         newer = next((m for m in below if says_change(notes[m]) and terms[m] & terms[n]), None)
-        if newer is not None:
-            order.remove(n)
-            order.insert(order.index(newer) + 1, n)
+        if newer is not None:  # the change takes the old note's place: the notes between were ranked below both
+            order.remove(newer)
+            order.insert(order.index(n), newer)
     if now:
         for n in places:
             if not says_change(notes[n]) or is_over(notes[n]):
@@ -110,3 +144,8 @@ def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]
                 order.remove(n)
                 order.insert(order.index(older), n)
     return order
+
+
+def _about(note: str) -> set[str]:
+    """The terms of what a note is about: without the words that say it changed, is over, or when."""
+    return set(tokenize(_WHEN.sub(" ", _CHANGED.sub(" ", _OVER.sub(" ", note)))))

@@ -40,7 +40,9 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     elif shape is Shape.OCCUPATION:
         named = _names_in(query)
         about = [d for d in pool if named & set(words(unaccented(index.entities[index.owner[d]].name)))]
-        if not about and user is not None and is_first_person(query) and _asks_own(owned):  # "whats my job"
+        # "whats my job", "what do I do for a living"; without "my", the "I" may be in a clause about another, who the
+        # question's other words describe: "what does the guy I met at the gym do"
+        if not about and user is not None and is_first_person(query) and _asks_own(owned) and (owned or not named):
             own = set(user.own.tolist())
             about = [d for d in pool if d in own]
     else:

@@ -50,6 +50,8 @@ def test_notes_that_say_a_job():
         "Runs a small bookshop",
         "Owns Delgado Auto Body in South Tucson",
         "Senior data engineers at Brightwave",  # a plural is stemmed to the title
+        "Promoted to lead developer",  # a job one moved to, not another's
+        "Switched to data scientist",
     ):
         assert has_shape(note, Shape.OCCUPATION), note
     # Family, friends and habits are no job ("hand" is first a body part in WordNet, "mother" no occupation).
@@ -60,6 +62,7 @@ def test_notes_that_say_a_job():
         "Broke her hand skiing",
         "Runs 5 km",
         "4 days a week",
+        "Runs training for new analysts",
     ):
         assert not has_shape(note, Shape.OCCUPATION), note
 
