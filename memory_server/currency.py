@@ -121,9 +121,9 @@ def _of_time(said: list[str]) -> list[str]:
 
 
 def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]) -> list[int]:
-    """One entity's hits (best first) for a question in the present: a note that is over right after the first note
-    below it that says what changed about the same thing, which takes its place; for a question about now, a note that says what changed
-    before the first note above it about the same thing."""
+    """One entity's hits (best first) for a question in the present: the first note below one that is over that
+    says what changed about the same thing takes its place, just before it; for a question about now, a note that
+    says what changed goes before the first note above it about the same thing."""
     terms = {n: _about(notes[n]) - name for n in places}
     order = list(places)
     for n in places:
