@@ -108,6 +108,29 @@ def test_a_question_about_the_users_job_puts_their_job_first(tmp_path):
         assert answers(outcome, 1) == [("default_user", "Backend engineer, Tallyo")], answers(outcome, 10)
 
 
+def test_a_relatives_date_of_birth_answers_their_birthday_over_others_birthdays(tmp_path):
+    # The transformer reads a sister's "Birthday 27 October 1980" nearer "when is my mum's birthday" than the
+    # mother's "Born 12 January 1957": the mark of the mother's date (ANSWER_BONUS) must outweigh it.
+    entities = [
+        Entity("user", "person", ["Name: Kwabena Mensah", "Sound engineer", "Lives in Chorlton"]),
+        Entity("Akosua Mensah", "person", ["Mum; lives in Accra", "Born 12 January 1957", "Retired headteacher"]),
+        Entity("Efua Boateng", "person", ["Older sister", "Birthday 27 October 1980", "Nana's birthday 9 April"]),
+        Entity("Femi Adeyemi", "person", ["Best mate since uni", "Birthday 3 June"]),
+        Entity("Yaw Mensah", "person", ["Younger brother", "Birthday 2 June 1988"]),
+        *AOIFE[3:],
+    ]
+    relations = [
+        Relation("user", "Akosua Mensah", "son_of"),
+        Relation("user", "Efua Boateng", "brother_of"),
+        Relation("user", "Yaw Mensah", "brother_of"),
+    ]
+    store = store_with(tmp_path, "kwabena", entities, relations)
+    searcher = Searcher(slot(tmp_path))
+    for question in ("when is my mum's birthday", "when is my mother's birthday"):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert answers(outcome, 1) == [("Akosua Mensah", "Born 12 January 1957")], answers(outcome, 10)
+
+
 FAMILY = [
     Entity("Rónán Brennan", "person", ["Postdoc in seismology at DIAS", "Owns a dog named Bran"]),
     Entity("Will Byrne", "person", ["Electrician, self-employed", "Neighbour at no. 12"]),
