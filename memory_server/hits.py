@@ -30,7 +30,7 @@ class Hit:
     own: bool = False  # one of the user's own observations, read for a first-person question (see rerank.py)
     nearest: bool = False  # shown only as one of the user's notes nearest a question nothing matched (rerank.py)
     shaped: bool = False  # of the entity a first-person question is about, with the shape of answer it asks for
-    # ("what does my husband do": "Midwife, Rotunda Hospital"; search.GraphIndex._shaped), read by rerank.py
+    # ("what does my husband do": "Midwife, Rotunda Hospital"; marks.answering), read by rerank.py
 
 
 @dataclass(frozen=True)
