@@ -597,45 +597,41 @@ def test_my_mum_is_the_parent_not_a_mother_in_law_or_stepmother(tmp_path, bundle
 )
 def test_a_qualified_kinship_word_reaches_that_relative_not_the_plain_one(bundled, question, asked):
     # "mother" in "my mother-in-law" is the mother of the user's spouse, not the user's own
-    graph = KnowledgeGraph()
-    graph.create_entities(
-        [
-            Entity("default_user", "person", ["Name: Aoife Brennan", "Lives in Sligo"]),
-            Entity("Brid Gallagher", "person", ["Lives in Galway"]),
-            Entity("Nora Walsh", "person", ["Lives in Kerry"]),
-        ]
-    )
-    graph.create_relations(
-        [
-            Relation("default_user", "Brid Gallagher", "child_of"),
-            Relation("default_user", "Nora Walsh", "mother-in-law"),
-        ]
-    )
-    index = GraphIndex(graph)
-    embedder, _ = bundled.get()
-    reached, _ = role_documents(index, index.user, question, embedder)
-    assert {index.entities[index.owner[d]].name for d in reached} == {asked}
+    entities = [
+        Entity("default_user", "person", ["Name: Aoife Brennan", "Lives in Sligo"]),
+        Entity("Brid Gallagher", "person", ["Lives in Galway"]),
+        Entity("Nora Walsh", "person", ["Lives in Kerry"]),
+    ]
+    relations = [
+        Relation("default_user", "Brid Gallagher", "child_of"),
+        Relation("default_user", "Nora Walsh", "mother-in-law"),
+    ]
+    assert reached(bundled, entities, relations, question) == {asked}
 
 
 def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
     # "one" in "my one-to-one" fits a team ("member of") as well as any word: "manager" names the role
+    entities = [
+        Entity("default_user", "person", ["Name: Aoife Gallagher", "Backend engineer"]),
+        Entity("Deirdre Walsh", "person", ["1:1 with Aoife Thu 11:00", "Eng manager, Payments"]),
+        Entity("Payments squad", "team", ["2-wk sprints, planning Mon"]),
+        Entity("Phoenix Community Choir", "organisation", ["Summer concert 28 June"]),
+    ]
+    relations = [
+        Relation("Deirdre Walsh", "default_user", "manages"),
+        Relation("default_user", "Payments squad", "member of"),
+        Relation("default_user", "Phoenix Community Choir", "member of"),
+    ]
+    question = "when is my one-to-one with my manager"
+    assert reached(bundled, entities, relations, question) == {"Deirdre Walsh"}
+
+
+def reached(bundled, entities: list[Entity], relations: list[Relation], question: str) -> set[str]:
+    """The entities user.role_documents reaches for a question."""
     graph = KnowledgeGraph()
-    graph.create_entities(
-        [
-            Entity("default_user", "person", ["Name: Aoife Gallagher", "Backend engineer"]),
-            Entity("Deirdre Walsh", "person", ["1:1 with Aoife Thu 11:00", "Eng manager, Payments"]),
-            Entity("Payments squad", "team", ["2-wk sprints, planning Mon"]),
-            Entity("Phoenix Community Choir", "organisation", ["Summer concert 28 June"]),
-        ]
-    )
-    graph.create_relations(
-        [
-            Relation("Deirdre Walsh", "default_user", "manages"),
-            Relation("default_user", "Payments squad", "member of"),
-            Relation("default_user", "Phoenix Community Choir", "member of"),
-        ]
-    )
+    graph.create_entities(entities)
+    graph.create_relations(relations)
     index = GraphIndex(graph)
     embedder, _ = bundled.get()
-    reached, _ = role_documents(index, index.user, "when is my one-to-one with my manager", embedder)
-    assert {index.entities[index.owner[d]].name for d in reached} == {"Deirdre Walsh"}
+    documents, _ = role_documents(index, index.user, question, embedder)
+    return {index.entities[index.owner[d]].name for d in documents}
