@@ -38,13 +38,6 @@ STOPWORDS = frozenset(
     wasn weren""".split()
 )
 FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
-# Kinship words people call their own relative by, as a name: said bare ("when is mum's birthday", "what does dad
-# do"), they mean "my mum". Not "nan" or "nana", which are also given names ("Nana's birthday", a goddaughter's).
-ADDRESSED = frozenset(
-    "mum mom mam mummy mommy mama dad daddy papa gran granny grandma grandpa grandad granddad".split()
-)
-_DETERMINERS = frozenset("a an the my our your his her their its s this that".split())
-_IS = frozenset("what who where when how it that there here he she".split())  # "what's mum's": "s" is "is"
 
 
 def words(text: str) -> list[str]:
@@ -63,20 +56,8 @@ def stems(text: str) -> tuple[str, ...]:
 
 
 def is_first_person(text: str) -> bool:
-    """Whether a question is about the one asking ("where do I live", "our vet", "my boss", "mum's address")."""
-    said = words(text)
-    return not FIRST_PERSON.isdisjoint(said) or bool(addressed(said))
-
-
-def addressed(said: list[str]) -> list[str]:
-    """The kinship words of a question's words said as a name for the asker's own relative (`ADDRESSED`, with no
-    determiner before them: "mum's address", not "Cian's mum" or "her dad")."""
-    return [w for n, w in enumerate(said) if w in ADDRESSED and not _determined(said, n)]
-
-
-def _determined(said: list[str], n: int) -> bool:
-    before = said[n - 1] if n else ""
-    return before in _DETERMINERS and not (before == "s" and n > 1 and said[n - 2] in _IS)
+    """Whether a question is about the one asking ("where do I live", "our vet", "my boss")."""
+    return not FIRST_PERSON.isdisjoint(words(text))
 
 
 RELATED_WEIGHT = 0.5  # share of a term's BM25 weight that a related word earns (see related_terms)

@@ -22,7 +22,7 @@ from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
 from memory_server.lazy import lazy_module
-from memory_server.lexical import FIRST_PERSON, STOPWORDS, addressed, words
+from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
 from memory_server.user_facts import (
     USER_NAMES,
     called_by,
@@ -300,16 +300,15 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
 
 def possessed(query: str) -> list[str]:
     """The words a question says are the user's: up to two words after "my" or "our", to the next stop word or
-    possessive ("where does my mother live": mother, live; "who is my son's teacher": son), and a relative called
-    by a kinship word as a name ("mum's address": mum). The first of them that fits a role names the entity asked
-    about; the question's other words say what is asked of it."""
+    possessive ("where does my mother live": mother, live; "who is my son's teacher": son). The first of them that
+    fits a role names the entity asked about; the question's other words say what is asked of it."""
     said = words(query)
     found: list[str] = []
     for n, word in enumerate(said):
         if word in ("my", "our"):
             following = list(itertools.takewhile(lambda w: w not in STOPWORDS, said[n + 1 : n + 3]))
             found += following
-    return found + [word for word in addressed(said) if word not in found]
+    return found
 
 
 def _names_any(observation: str | None, names: tuple[str, ...]) -> bool:

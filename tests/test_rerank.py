@@ -131,23 +131,6 @@ def test_a_relatives_date_of_birth_answers_their_birthday_over_others_birthdays(
         assert answers(outcome, 1) == [("Akosua Mensah", "Born 12 January 1957")], answers(outcome, 10)
 
 
-def test_a_relative_called_by_a_kinship_word_as_a_name_is_the_users(tmp_path):
-    # "mum's address" says no "my", yet means the user's mother, not the sister whose address reads as near
-    entities = [
-        Entity("user", "person", ["Name: Kwabena Mensah", "Sound engineer", "Lives in Chorlton"]),
-        Entity("Akosua Mensah", "person", ["Lives in Accra", "Address: House 12, Lagos Avenue", "Born 12 Jan 1957"]),
-        Entity("Efua Boateng", "person", ["Older sister", "Address: 4 Park Lane, Croydon", "Birthday 27 October"]),
-        *AOIFE[3:],
-    ]
-    relations = [Relation("user", "Akosua Mensah", "son_of"), Relation("user", "Efua Boateng", "brother_of")]
-    store = store_with(tmp_path, "kwabena", entities, relations)
-    searcher = Searcher(slot(tmp_path))
-    outcome = searcher.search([Target("m", store)], "what's mum's address", "hybrid", 10, None)
-    assert answers(outcome, 1) == [("Akosua Mensah", "Address: House 12, Lagos Avenue")], answers(outcome, 10)
-    outcome = searcher.search([Target("m", store)], "when is mum's birthday", "hybrid", 10, None)
-    assert answers(outcome, 1) == [("Akosua Mensah", "Born 12 Jan 1957")], answers(outcome, 10)
-
-
 FAMILY = [
     Entity("Rónán Brennan", "person", ["Postdoc in seismology at DIAS", "Owns a dog named Bran"]),
     Entity("Will Byrne", "person", ["Electrician, self-employed", "Neighbour at no. 12"]),

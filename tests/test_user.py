@@ -211,12 +211,6 @@ def test_possessed_words_name_the_entity_asked_about():
     assert possessed("who is my son's teacher") == ["son"]
     assert possessed("where does my best friend live") == ["best", "friend"]
     assert possessed("where do I live") == []
-    # a relative called by a kinship word as a name is the user's; one with a determiner is someone's
-    assert possessed("what's mum's address in Accra") == ["mum"]
-    assert possessed("when is Dad's birthday") == ["dad"]
-    assert possessed("what does Cian's mum do") == possessed("where does her dad live") == []
-    assert is_first_person("what's mum's address") and not is_first_person("what does Cian's mum do")
-    assert not is_first_person("when is Nana's birthday")  # also a given name
 
 
 @pytest.mark.parametrize(
