@@ -191,3 +191,21 @@ def test_a_visit_an_outcome_a_habit_are_not_over(note):
     assert is_over("Stopped in March 2024")
     hits = [labelled("Tom", note, 0.9), labelled("Tom", "Now works at the Leeds office in the new building", 0.8)]
     assert current_first("where does Tom live", hits) == hits
+
+
+@pytest.mark.anyio
+async def test_over_stdio_the_current_number_comes_first_with_or_without_the_reranker(tmp_path):
+    from helpers import connect, ok, server_env
+
+    people = [
+        {"name": "user", "entityType": "person", "observations": ["Name: Kwabena Mensah", OLD, "Lives in Chorlton"]},
+        {"name": "Dr. Patel", "entityType": "person", "observations": ["Surgery phone 0161 555 0178"]},
+    ]
+    for args in ((), ("--reranker", "none")):
+        memory = tmp_path / f"memory{len(args)}.jsonl"
+        async with connect(server_env(MEMORY_FILE_PATH=memory), args=args) as session:
+            await ok(session, "create_entities", entities=people)
+            await ok(session, "add_observations", observations=[{"entityName": "user", "contents": [NEW]}])
+            found = await ok(session, "search_nodes", query="what's my phone number", limit=3)
+            mine = [m["observation"] for m in found["matches"] if m["entityName"] == "user"]
+            assert mine[0] == NEW, (args, found["matches"])
