@@ -116,6 +116,10 @@ def test_a_title_someone_else_holds_or_a_verb_says_no_job():
         ("why does the windows CI job keep failing", None),
         ("what job do I need to finish", None),
         ("what job does Cian do", Shape.OCCUPATION),
+        ("what's my current job", Shape.OCCUPATION),
+        ("is that her day job", Shape.OCCUPATION),
+        ("when did I start my new job", Shape.DATE),
+        ("why does the current CI job fail", None),
     ],
 )
 def test_other_ways_to_ask_about_a_job(question, shape):

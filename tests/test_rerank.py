@@ -106,6 +106,9 @@ def test_a_question_about_the_users_job_puts_their_job_first(tmp_path):
     for question in ("what's my job", "whats my job", "what do I do for a living"):
         outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
         assert answers(outcome, 1) == [("default_user", "Backend engineer, Tallyo")], answers(outcome, 10)
+    for question in ("what's my current job", "what's my job title"):  # words beside "job" that still ask it
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert ("default_user", "Backend engineer, Tallyo") in marked(outcome), (question, marked(outcome))
 
 
 def test_a_relatives_date_of_birth_answers_their_birthday_over_others_birthdays(tmp_path):
