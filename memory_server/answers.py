@@ -54,6 +54,7 @@ _ASKS = (
             "current job",
             "new job",
             "day job",
+            "job title",
             "profession",
             "occupation",
             "career",
@@ -76,14 +77,13 @@ _JOB_WORDS = re.compile(
     r"\b(?:works? (?:as|at|for|in)|runs (?:a|an|his|her|their)|founded|head of|self-employed"
     rf"|owns(?! {_ARTICLE}\b)|owns {_ARTICLE}(?: \w+){{0,2}} {_BUSINESS}|retired(?! {_ARTICLE}\b))\b"
 )
-# A title held by someone else ("Married to a doctor", "Friend of the baker", "a documentary about pilots"), and a
-# plural title opening a note before an article, a verb ("Cooks a roast every Sunday")
-# A bare word between "to" and a title is the subject's new job ("Promoted to lead developer", "Switched to data
-# scientist"); between "for", "of" or "with" and one, others' ("Training for new analysts").
+# A title held by someone else ("Married to a doctor", "Friend of the baker", "a documentary about pilots", "Training
+# for new analysts"; a bare word between "to" and a title is the subject's new job: "Promoted to lead developer"), and
+# a plural title opening a note before an article, a verb ("Cooks a roast every Sunday")
 _OTHERS = re.compile(rf"(?:\babout|\bto {_ARTICLE}|\b(?:for|of|with)(?: {_ARTICLE}| \w+)) $")
 _VERB = re.compile(rf"^ {_ARTICLE}\b")
 
-_MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
+MONTHS = {name.lower() for name in [*calendar.month_name, *calendar.month_abbr] if name} | {"sept"}
 _DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if name} | {"tues", "thur", "thurs"}
 _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2}\s*(?:am|pm)?|\s*(?:am|pm))\b|\b\d{1,2}h\d{0,2}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
@@ -119,7 +119,7 @@ def has_shape(note: str, shape: Shape) -> bool:
     when_in_week = bool(_CLOCK.search(note)) or not said.isdisjoint(_DAYS)
     if shape is Shape.TIME:
         return when_in_week
-    return when_in_week or bool(_YEAR.search(note)) or not said.isdisjoint(_MONTHS)
+    return when_in_week or bool(_YEAR.search(note)) or not said.isdisjoint(MONTHS)
 
 
 def is_title(word: str) -> bool:

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from memory_server.answers import is_title
-from memory_server.hits import NAME_MATCH_RANK, LabelledHit
+from memory_server.answers import MONTHS, is_title
+from memory_server.hits import NAME_MATCH_RANK, LabelledHit, by_entity
 from memory_server.kinship import kin
 from memory_server.lexical import tokenize, words
 
@@ -48,14 +48,6 @@ _ASKS_NOW = frozenset(["now", "current", "currently", "anymore", "nowadays"])
 _AGE = re.compile(r"\b(?:year|month|week|day)s? old\b")
 
 
-# Words that date a note, not what it is about: "stopped Feb 2025" and "New gym since Feb 2025" are not one thing.
-_WHEN = re.compile(
-    r"\b(?:\w*\d\w*|jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?"
-    r"|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b",
-    re.IGNORECASE,
-)
-
-
 def is_over(note: str) -> bool:
     """Whether a note says it no longer holds; not one that goes on to say what holds now ("Previously at Acme, now
     at Globex" is the current note; "stopped since May" still says it is over)."""
@@ -82,13 +74,10 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
     before = bool(asked & _ASKS_BEFORE) or _OLD_OF.search(spoken) is not None
     past = before or bool(asked & _ASKS_PAST)
     now = bool(asked & _ASKS_NOW) or "these days" in spoken or "at the moment" in spoken
-    entities: dict[tuple[str, str], list[int]] = {}
-    for n, labelled in enumerate(hits):
-        if labelled.hit.observation is None or labelled.hit.rank >= NAME_MATCH_RANK:
-            continue  # a name match keeps its place on top
-        entities.setdefault((labelled.label, labelled.hit.entity.name), []).append(n)
     out = list(hits)
-    for places in entities.values():
+    for found in by_entity(hits).values():
+        # a name match keeps its place on top
+        places = [n for n in found if hits[n].hit.observation is not None and hits[n].hit.rank < NAME_MATCH_RANK]
         if len(places) < 2:
             continue
         notes = {n: hits[n].hit.observation or "" for n in places}
@@ -147,5 +136,7 @@ def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]
 
 
 def _about(note: str) -> set[str]:
-    """The terms of what a note is about: without the words that say it changed, is over, or when."""
-    return set(tokenize(_WHEN.sub(" ", _CHANGED.sub(" ", _OVER.sub(" ", note)))))
+    """The terms of what a note is about: without the words that say it changed, is over, or when ("stopped Feb
+    2025" and "New gym since Feb 2025" are not one thing)."""
+    said = words(_CHANGED.sub(" ", _OVER.sub(" ", note)))
+    return set(tokenize(" ".join(w for w in said if w not in MONTHS and not any(c.isdigit() for c in w))))

@@ -76,6 +76,15 @@ def preferred(hit: Hit, preference: float) -> Hit:
     return replace(hit, score=min(hit.score * factor, 1.0), rank=hit.rank * factor)
 
 
+def by_entity(hits: Sequence[LabelledHit]) -> dict[tuple[str, str], list[int]]:
+    """The places of each entity's hits in `hits`, by memory and name (two memories may each hold an entity of one
+    name)."""
+    entities: dict[tuple[str, str], list[int]] = {}
+    for n, labelled in enumerate(hits):
+        entities.setdefault((labelled.label, labelled.hit.entity.name), []).append(n)
+    return entities
+
+
 def ranked_entities(hits: Iterable[Hit]) -> list[Entity]:
     """Each entity once, in the order of its best hit."""
     return list({id(h.entity): h.entity for h in hits}.values())

@@ -62,7 +62,7 @@ def _asks_own(owned: list[str]) -> bool:
     """Whether the words a first-person job question says are the user's (user.possessed) ask for a job and name no
     one else: "what's my job", "what's my current job", "my job title", "what do I do for a living"; not "what does
     my partner do"."""
-    return set(owned) <= asking_words(Shape.OCCUPATION) | {"title"}
+    return set(owned) <= asking_words(Shape.OCCUPATION)
 
 
 def _names_in(query: str) -> set[str]:

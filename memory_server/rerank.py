@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from memory_server.hits import NAME_MATCH_RANK, LabelledHit, relevant
+from memory_server.hits import NAME_MATCH_RANK, LabelledHit, by_entity, relevant
 from memory_server.lazy import lazy_module
 from memory_server.vector_cache import VectorCache, text_keys
 
@@ -333,10 +333,7 @@ def _shaped_first(hits: list[LabelledHit], blend: np.ndarray) -> None:
     hits, in place, each taking one of the entity's blends: the bonus alone may not lift "Midwife, Rotunda Hospital"
     over "12h night shifts" (cosines 0.27 and 0.39 for "what does my husband do"), though the question asks for a
     job. Other entities' hits keep their place."""
-    entities: dict[tuple[str, str], list[int]] = {}
-    for n, labelled in enumerate(hits):
-        entities.setdefault((labelled.label, labelled.hit.entity.name), []).append(n)
-    for numbers in entities.values():
+    for numbers in by_entity(hits).values():
         if len({hits[n].hit.shaped for n in numbers}) == 2:
             places = sorted(blend[numbers], reverse=True)
             for n, place in zip(sorted(numbers, key=lambda n: (not hits[n].hit.shaped, -blend[n])), places):
