@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-from memory_server.cosines import QueryCosines
 from memory_server.documents import Delta, Documents, ObservationList
 from memory_server.embeddings import BATCH, Embedder
 from memory_server.graph import KnowledgeGraph
@@ -59,7 +58,6 @@ class DocumentIndex:
         self.observations = ObservationList(self.documents)  # the observation of each (None: a name document)
         self.name_doc = self.documents.starts  # each entity's name document
         self.has_observations = self.documents.counts > 1
-        self._row_documents: np.ndarray | None = None  # the document in each row (-1: dead), made when asked
         self.lexical.arrange(self.documents.rows)
         self.changed(graph, kept)
 
@@ -101,19 +99,12 @@ class DocumentIndex:
             self._prune_cache()
         return self._vectors  # type: ignore[return-value]
 
-    def cosines(self, embedder: Embedder, query: str) -> QueryCosines:
-        """The cosines of the documents with `query`, as the ranking asks for them (memory_server.cosines)."""
-        vectors = self.embed(embedder)
-        vector = embedder.encode_query(query)
-        return QueryCosines(vectors, vector, self.documents.rows, self.documents.used, self.documents_in)
-
-    def documents_in(self, rows: np.ndarray) -> np.ndarray:
-        """The documents in `rows`, in order (rows of documents gone are left out)."""
-        if self._row_documents is None:  # once a state: a million rows take milliseconds
-            self._row_documents = np.full(self.documents.used, -1, dtype=np.int64)
-            self._row_documents[self.documents.row_of(np.arange(self.documents.size))] = np.arange(self.documents.size)
-        found = self._row_documents[rows]
-        return np.sort(found[found >= 0])
+    def cosines(self, embedder: Embedder, query: str) -> np.ndarray:
+        """The cosine of each document with `query`, clipped to [0, 1] (a static model's are all but never below)."""
+        dots = self.embed(embedder).dot(embedder.encode_query(query), self.documents.used)
+        if self.documents.rows is not None:
+            dots = dots[self.documents.rows]
+        return np.clip(dots, 0.0, 1.0, out=dots)
 
     @property
     def nbytes(self) -> int:
@@ -157,7 +148,6 @@ class DocumentIndex:
             self._vectors.put(new[ready], self._vectors.take(old[ready]))
             for row in new[ready].tolist():
                 del waiting[row]
-        self._vectors.forget(delta.removed)  # the moments count the documents there are
         if self._unembedded:
             for row in delta.removed.tolist():
                 self._unembedded.pop(row, None)

@@ -28,7 +28,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from memory_server.answers import Shape, asked_shape, has_shape
-from memory_server.cosines import QueryCosines
 from memory_server.embeddings import Embedder
 from memory_server.entity_cache import EntityCache
 from memory_server.graph import KnowledgeGraph
@@ -197,16 +196,16 @@ class GraphIndex(DocumentIndex):
         cosines = self.cosines(embedder, query)
         scores = _Scores(cosines, lexical, mode)
         matched = np.flatnonzero(lexical > 0)  # a BM25 share is never negative; a mask finds them 7x as fast
-        cosines.will_need(matched)  # many: every cosine now, and no scan
         supported = exact > 0
-        total, squares = cosines.sums()
-        n = cosines.size
+        wide = cosines.astype(np.float64)
+        total, squares = float(wide.sum()), float(wide @ wide)
+        n = len(cosines)
         if n and _says_something(query, embedder.knows):
             mean = total / n
             deviation = math.sqrt(max(squares / n - mean * mean, 0.0))
-            supported[cosines.reaching(_standing_out(n, mean, deviation))] = True
+            supported[cosines >= _standing_out(n, mean, deviation)] = True
             if lexical is not exact:  # a related word alone is weak evidence: it counts when the cosine agrees
-                supported[matched[cosines.at(matched) >= mean + RELATED_SD * deviation]] = True
+                supported[matched[cosines[matched] >= mean + RELATED_SD * deviation]] = True
         usual, spread = scores.usual(total, squares, matched)
         kept = np.flatnonzero(supported)
         scores.fill(kept)
@@ -325,15 +324,15 @@ class _Scores:
     """A query's scores for the documents, computed where the ranking reads them: the cosine (`semantic`), or
     the cosine blended with the BM25 share (`hybrid`)."""
 
-    def __init__(self, cosines: QueryCosines, lexical: np.ndarray, mode: Mode) -> None:
+    def __init__(self, cosines: np.ndarray, lexical: np.ndarray, mode: Mode) -> None:
         self.cosines, self.lexical, self.mode = cosines, lexical, mode
-        self.values = np.zeros(cosines.size, dtype=np.float32)
-        self._filled = np.zeros(cosines.size, dtype=bool)
+        self.values = np.zeros(len(cosines), dtype=np.float32)
+        self._filled = np.zeros(len(cosines), dtype=bool)
 
     def fill(self, documents: np.ndarray) -> None:
         """Compute the scores of `documents` not computed yet (the others may have changed since: kept as they are)."""
         documents = documents[~self._filled[documents]]
-        values = self.cosines.at(documents)
+        values = self.cosines[documents]
         if self.mode == "hybrid":
             values = SEMANTIC_WEIGHT * values + (1 - SEMANTIC_WEIGHT) * self.lexical[documents]
         self.values[documents] = values
@@ -342,12 +341,12 @@ class _Scores:
     def usual(self, total: float, squares: float, matched: np.ndarray) -> tuple[float, float]:
         """The mean and standard deviation of the scores of all the documents, from the sum of the cosines and of
         their squares, and the documents with a BM25 share (`matched`)."""
-        n = self.cosines.size
+        n = len(self.cosines)
         if not n:
             return 0.0, 0.0
         if self.mode == "hybrid":
             weight, shares = SEMANTIC_WEIGHT, self.lexical[matched].astype(np.float64)
-            cross = float(self.cosines.at(matched).astype(np.float64) @ shares)
+            cross = float(self.cosines[matched].astype(np.float64) @ shares)
             total = weight * total + (1 - weight) * float(shares.sum())
             squares = weight**2 * squares + 2 * weight * (1 - weight) * cross + (1 - weight) ** 2 * (shares @ shares)
         mean = total / n

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_server import cosines as cosines_module
 from memory_server import index as index_module
 from memory_server.contexts import ContextConfig, ContextRegistry, Contexts
 from memory_server.embeddings import EmbedderSlot
@@ -51,9 +50,7 @@ def assert_same_as_scratch(index: GraphIndex, graph: KnowledgeGraph, embedder) -
     for query in QUERIES:
         assert index.lexical.scores(query).tobytes() == fresh.lexical.scores(query).tobytes(), query
         if embedder is not None:
-            assert every_cosine(index, embedder, query).tobytes() == every_cosine(fresh, embedder, query).tobytes(), (
-                query
-            )
+            assert index.cosines(embedder, query).tobytes() == fresh.cosines(embedder, query).tobytes(), query
         for mode in ("hybrid", "semantic"):
             assert ranked(index, embedder, query, mode) == ranked(fresh, embedder, query, mode), (query, mode)
 
@@ -104,12 +101,9 @@ def apply(graph: KnowledgeGraph, change) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(changes, min_size=1, max_size=5), compact=st.booleans(), scanned=st.booleans())
-def test_an_index_updated_change_by_change_ranks_as_one_built_from_scratch(
-    embedder, monkeypatch, steps, compact, scanned
-):
+@given(steps=st.lists(changes, min_size=1, max_size=5), compact=st.booleans())
+def test_an_index_updated_change_by_change_ranks_as_one_built_from_scratch(embedder, monkeypatch, steps, compact):
     monkeypatch.setattr(index_module, "COMPACT_AFTER", 0 if compact else 10**9)
-    monkeypatch.setattr(cosines_module, "SCAN_FROM", 0 if scanned else 10**9)  # as a large memory is ranked
     graph = people()
     index = GraphIndex(graph)
     index.embed(embedder)
@@ -248,7 +242,7 @@ def test_a_restarted_server_reads_its_vectors_bit_for_bit_from_the_cache(tmp_pat
     with store.reading():
         cached = restarted._indexes[(store.path, GraphIndex)].index
     for query in QUERIES:
-        assert every_cosine(cached, embedder, query).tobytes() == every_cosine(from_model, embedder, query).tobytes()
+        assert cached.cosines(embedder, query).tobytes() == from_model.cosines(embedder, query).tobytes()
     assert outcome.hits
 
 
@@ -338,24 +332,3 @@ def test_a_memory_released_while_idle_is_searched_again_from_its_file_and_its_ca
         (h.entity.name, h.observation, h.score) for h in expected
     ]
     assert ("client 3", "plays the violin on Fridays") in [(h.hit.entity.name, h.hit.observation) for h in again.hits]
-
-
-def every_cosine(index, embedder, query: str) -> np.ndarray:
-    return index.cosines(embedder, query).at(np.arange(index.documents.size))
-
-
-def test_a_large_memory_ranks_from_its_moments_and_a_scan_as_from_every_cosine(embedder, monkeypatch):
-    """A large index computes only the cosines the ranking reads (memory_server.cosines): the same matches, the
-    same order, scores within float rounding of the mean and spread."""
-    graph = people(400)
-    graph.create_entities([Entity("default_user", "person", ["Name: Ann Lee", "lives in Leeds", "drinks tea"])])
-    graph.create_relations([Relation("default_user", "entity 1", "sister"), Relation("default_user", "Ann", "boss")])
-    index = GraphIndex(graph)
-    for query in [*QUERIES, "what does my sister do", "who is my boss", "a violin for the truck"]:
-        for mode in ("hybrid", "semantic"):
-            monkeypatch.setattr(cosines_module, "SCAN_FROM", 10**9)
-            every = index.candidates(query, mode, embedder, 20)
-            monkeypatch.setattr(cosines_module, "SCAN_FROM", 0)
-            scanned = index.candidates(query, mode, embedder, 20)
-            assert [(h.entity.name, h.observation) for h in scanned] == [(h.entity.name, h.observation) for h in every]
-            assert [h.score for h in scanned] == pytest.approx([h.score for h in every], abs=1e-5), (query, mode)
