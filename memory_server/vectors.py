@@ -109,7 +109,7 @@ class VectorRows:
 
     def _pieces(self, rows: int) -> Iterator[tuple[int, int, int]]:
         """(block, begin, end) of the parts of the first `rows` rows computed apart: a large product is shared
-        among THREADS threads (numpy and SimSIMD let go of the GIL), by whole groups."""
+        among THREADS threads (numpy and SimSIMD let go of the GIL)."""
         share = -(-rows // THREADS) if rows >= PARALLEL_ROWS else max(rows, 1)
         for number, (block, start) in enumerate(zip(self._blocks, self._starts)):
             used = min(len(block), rows - start)
