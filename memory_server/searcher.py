@@ -141,11 +141,14 @@ class Searcher:
             note = (f"{note}; " if note else "") + "semantic mode needs the embedding model, so keywords (BM25) ranked"
         slot = self.embeddings.reranker
         reader = slot.get() if slot is not None and embedder is not None else None
-        pool = limit if reader is None or limit is None else max(limit, RERANK_POOL)
+        # The static ranking reads candidates past the limit too, only for a note that replaced one it returns
+        # (currency.py): limit 1 then answers as limit 10 does.
+        pool = None if limit is None else max(limit, RERANK_POOL)
         if mode != "keyword" and not query.strip():  # keyword mode keeps the official `includes("")`: everything
             note = "; ".join(filter(None, [note, f"the query is empty: {self.words.empty_query}"]))
             return Outcome([], mode, model_name(embedder, reader), bool(embedder), note, len(targets))
         hits: list[LabelledHit] = []
+        spare: set[int] = set()  # the static ranking's candidates past the limit (ids of their hits)
         empty = True
         for target in targets:
             with target.store.reading() as graph:
@@ -158,18 +161,23 @@ class Searcher:
                         found = index.candidates(query, mode, embedder, pool)
                         if reader is not None:
                             found = index.read_again(reader, target.store, query, found, embedder)
+                        elif limit is not None:
+                            spare.update(id(hit) for hit in found[limit:])
                 touching: dict[str, tuple[Relation, ...]] = {}
                 for hit in found:
                     if hit.entity.name not in touching:
                         touching[hit.entity.name] = tuple(graph.relations_touching([hit.entity.name]))
                     hits.append(LabelledHit(preferred(hit, target.boost), target.label, touching[hit.entity.name]))
+        standby: list[LabelledHit] = []
         if reader is not None:
             hits = reordered(hits)
         elif mode != "keyword":
-            kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits])}
+            kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits if id(labelled.hit) not in spare])}
+            standby = [h for h in hits if id(h.hit) in spare]
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if mode != "keyword":  # keyword mode keeps the official server's order
-            hits = current_first(query, hits)
+            standby.sort(key=lambda labelled: -labelled.hit.rank)
+            hits = current_first(query, hits + standby)[: len(hits)]
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
         if hits and all(h.hit.nearest for h in hits):  # rerank._nearest_own's (not a match the transformer found)

@@ -125,6 +125,22 @@ def test_a_search_answers_with_the_current_phone_number(tmp_path):
     assert next(h.hit.observation for h in outcome.hits if h.hit.entity.name == "user") == OLD, notes(outcome.hits)
 
 
+def test_without_the_reranker_a_smaller_limit_still_answers_with_the_current_note(tmp_path):
+    """The static ranking cuts its pool at the limit: the note that replaced one that is over may rank just below
+    it, and must still take its place (limit 1 answers as limit 10 does), adding no hit."""
+    filler = [f"Practises the {w} on Sundays" for w in ("piano", "violin", "cello", "flute", "drums", "harp")]
+    store = store_with(
+        tmp_path, "me", [Entity("user", "person", ["Name: Kwabena Mensah", OLD, *filler, NEW, "Lives in Chorlton"])]
+    )
+    searcher = Searcher(slot(tmp_path, "none"))
+    wide = searcher.search([Target("m", store)], "what's my phone number", "hybrid", 10, None).hits
+    assert wide[0].hit.observation == NEW, notes(wide)
+    for limit in (1, 2, 3):
+        narrow = searcher.search([Target("m", store)], "what's my phone number", "hybrid", limit, None).hits
+        assert narrow[0].hit.observation == NEW, (limit, notes(narrow))
+        assert len(narrow) <= limit and {h.hit.observation for h in narrow} <= {h.hit.observation for h in wide}
+
+
 def test_the_replacement_takes_the_place_of_the_note_that_is_over():
     # the entity's notes between them were ranked below both: "Lives in Chorlton" does not answer first
     hits = [labelled("me", OLD, 0.9), labelled("me", "Lives in Chorlton", 0.8), labelled("me", NEW, 0.7)]
