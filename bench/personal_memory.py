@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Eight personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Nine personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -27,6 +27,12 @@ entities, written as an assistant would have stored it, with questions asked as 
   her project a Hugo family-history site her grandson set up), full sentences about "Margit Halvorsen" and some
   notes about "Margit", topic entities, facts in relations, dated and updated notes, Norwegian formats and words,
   near-duplicate birthdays, doctors, boats, cars and addresses; run it to report, like tom and priya.
+- `sione` (dev, round 12, written blind): Sione Taufa's (a civil engineer and site manager in Auckland, a wife, a son
+  and a baby daughter, his parents in Tonga, church choir and youth roster, touch rugby, gout; his project is
+  lotu-ledger, a Flask app for the church's roster and fundraising ledger), terse notes about "default_user" at home
+  and full sentences about "Sione Taufa" at work, topic entities ("Health", "Car", "Mortgage", "Church"), facts in
+  relations, dated and updated notes (phone, address, a dose, a mortgage rate, a line manager), NZ formats and Tongan
+  words, near-duplicate birthdays, doctors, cars, phone numbers and managers.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -35,7 +41,7 @@ came back, and, for the questions the memory cannot answer, how many came back o
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py
-        [--persona hannah|aoife|dimitra|rosa|kwabena|tom|priya|margit] [--misses]
+        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|tom|priya|margit] [--misses]
 """
 
 from __future__ import annotations
