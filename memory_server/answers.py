@@ -90,6 +90,12 @@ _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
 _DIGIT = re.compile(r"\d")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
+_OWN_BIRTH = re.compile(
+    r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth|birthdate|dob|date of birth)\b"
+)
+_BIRTH = re.compile(
+    r"\b(?:born|birthday|bday|birthdate|date of birth|dob|d\.o\.b)\b|(?:^|[\s(,;])b\.\s?\d", re.IGNORECASE
+)
 
 
 def asked_shape(question: str) -> Shape | None:
@@ -100,6 +106,18 @@ def asked_shape(question: str) -> Shape | None:
         if any(f" {cue} " in text for cue in cues):
             return shape
     return Shape.OCCUPATION if _DOES.match(said) else None
+
+
+def asks_own_birth(question: str) -> bool:
+    """Whether a question asks the user's birth or age: "how old am I", "when's my birthday", "when was I born",
+    "what's my date of birth"; not "how old is my son"."""
+    return _OWN_BIRTH.search(" ".join(words(question))) is not None
+
+
+def says_birth(note: str) -> bool:
+    """Whether a note says when its entity was born: "Born 9 April 1989", "b. 3 Aug 1990", "Birthday 12 May",
+    "DOB 1990-08-03"."""
+    return _BIRTH.search(note) is not None
 
 
 def asking_words(shape: Shape) -> frozenset[str]:

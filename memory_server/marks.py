@@ -8,7 +8,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 from memory_server import kinship
-from memory_server.answers import Shape, asked_shape, asking_words, has_shape, is_title
+from memory_server.answers import Shape, asked_shape, asking_words, asks_own_birth, has_shape, is_title, says_birth
 from memory_server.joined import unaccented
 from memory_server.lexical import STOPWORDS, is_first_person, words
 from memory_server.user import possessed, role_documents
@@ -25,9 +25,9 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     """Those of `documents` with the shape of answer `query` asks for, of the one person it asks about: named by
     a kinship word or a job title in a first-person question ("my husband", "my dentist": those search._shaped
     raises), or by name when it asks for a job ("what does Gráinne do"). The user's own notes only for a job
-    ("what's my job": "Senior data engineer at Brightwave"): they answer questions of every kind ("where did I work
-    before": four of Aoife's notes hold a place), and for another shape the mark would lift them all; nor, but for
-    a job, a named entity's: its every dated note has a date."""
+    ("what's my job": "Senior data engineer at Brightwave") or their birth ("how old am I": "b. 3 Aug 1990"): they
+    answer questions of every kind ("where did I work before": four of Aoife's notes hold a place), and for another
+    shape the mark would lift them all; nor, but for a job, a named entity's: its every dated note has a date."""
     shape = asked_shape(query)
     if shape is None or _through_another(query):
         return set()
@@ -45,6 +45,9 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
         if not about and user is not None and is_first_person(query) and _asks_own(owned) and (owned or not named):
             own = set(user.own.tolist())
             about = [d for d in pool if d in own]
+    elif user is not None and asks_own_birth(query):  # of the user's many dated notes, only those saying a birth
+        own = set(user.own.tolist())
+        return {d for d in pool if d in own and says_birth(index.observations[d] or "")}
     else:
         return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
     return {d for d in about if has_shape(index.observations[d] or "", shape)}

@@ -124,3 +124,14 @@ def test_a_title_someone_else_holds_or_a_verb_says_no_job():
 )
 def test_other_ways_to_ask_about_a_job(question, shape):
     assert asked_shape(question) is shape
+
+
+def test_questions_about_the_users_own_birth_and_notes_that_say_one():
+    from memory_server.answers import asks_own_birth, says_birth
+
+    assert all(
+        map(asks_own_birth, ["how old am I", "when's my birthday", "when was I born", "what's my date of birth"])
+    )
+    assert not any(map(asks_own_birth, ["how old is my son", "when is my son's birthday", "when was Vili born"]))
+    assert all(map(says_birth, ["Born 9 April 1989", "b. 3 Aug 1990, Sligo", "Birthday 12 May", "DOB 1990-08-03"]))
+    assert not any(map(says_birth, ["NZ citizen since 2008; still Tongan by birth", "Stillborn calf", "Bob. 3 apples"]))

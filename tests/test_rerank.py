@@ -134,6 +134,29 @@ def test_a_relatives_date_of_birth_answers_their_birthday_over_others_birthdays(
         assert answers(outcome, 1) == [("Akosua Mensah", "Born 12 January 1957")], answers(outcome, 10)
 
 
+def test_the_users_date_of_birth_answers_how_old_they_are(tmp_path):
+    # Of the user's many dated notes only the one saying a birth is marked: the transformer reads "b. 3 Aug 1990,
+    # Sligo" as unrelated to "how old am I", and others' birthdays nearer "when's my birthday".
+    entities = [
+        Entity("default_user", "person", ["b. 3 Aug 1990, Sligo", "Joined Tallyo Mar 2022", "T1D since 2001"]),
+        Entity("Cian Brennan", "person", ["Husband", "Birthday 19 Nov 1988"]),
+        Entity("Niamh Gallagher", "person", ["Sister", "Birthday 2 April 1993"]),
+        *AOIFE[3:],
+    ]
+    relations = [
+        Relation("default_user", "Cian Brennan", "married to"),
+        Relation("default_user", "Niamh Gallagher", "sister of"),
+    ]
+    searcher = Searcher(slot(tmp_path))
+    store = store_with(tmp_path, "aoife", entities, relations)
+    for question in ("how old am I", "when's my birthday", "when was I born"):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert marked(outcome) == [("default_user", "b. 3 Aug 1990, Sligo")], (question, marked(outcome))
+        assert answers(outcome, 1) == [("default_user", "b. 3 Aug 1990, Sligo")], (question, answers(outcome, 10))
+    outcome = searcher.search([Target("m", store)], "when is my sister's birthday", "hybrid", 10, None)
+    assert ("default_user", "b. 3 Aug 1990, Sligo") not in marked(outcome)
+
+
 FAMILY = [
     Entity("Rónán Brennan", "person", ["Postdoc in seismology at DIAS", "Owns a dog named Bran"]),
     Entity("Will Byrne", "person", ["Electrician, self-employed", "Neighbour at no. 12"]),
