@@ -28,6 +28,8 @@ for _kind, _words in {
     "aunt or uncle": "aunt:f auntie:f uncle:m",
     "niece or nephew": "niece:f nephew:m",
     "cousin": "cousin cousins",
+    "godparent": "godparent godparents godmother:f godfather:m",
+    "godchild": "godchild godchildren godson:m goddaughter:f",
 }.items():
     for _entry in _words.split():
         _word, _, _sex = _entry.partition(":")
@@ -38,6 +40,7 @@ _CONVERSE = {
     "parent": "child", "child": "parent", "step parent": "step child", "step child": "step parent",
     "spouse": "spouse", "sibling": "sibling", "grandparent": "grandchild", "grandchild": "grandparent",
     "aunt or uncle": "niece or nephew", "niece or nephew": "aunt or uncle", "cousin": "cousin",
+    "godparent": "godchild", "godchild": "godparent",
 }  # fmt: skip
 # A word before a kinship word that makes it another relative ("ex-wife", "step-mother", "business partner"), and
 # for "partner" the only words that keep it a spouse ("life partner", and a possessive: "my partner", "Cian's").

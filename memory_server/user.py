@@ -69,12 +69,15 @@ CONVERSE = {
     "student": "teacher", "pupil": "teacher", "teacher": "student", "employee": "employer", "client": "provider",
     "mentee": "mentor", "mentor": "mentee", "tenant": "landlord", "landlord": "tenant",
     "reports to": "manager", "managed by": "manager", "works for": "employer", "mentored by": "mentor",
+    "godparent": "godchild", "godmother": "godchild", "godfather": "godchild", "godchild": "godparent",
+    "godson": "godparent", "goddaughter": "godparent",
 }  # fmt: skip
 # What a note says its entity is to someone when it opens with it ("Hannah's mother", "Hannah's older brother, 45").
 KIN = frozenset(
     "mother father mum mom dad parent son daughter child wife husband partner spouse fiance fiancee brother sister "
     "sibling grandmother grandfather grandma grandpa granny aunt uncle cousin niece nephew stepmother stepfather "
-    "stepson stepdaughter boyfriend girlfriend carer caregiver".split()
+    "stepson stepdaughter boyfriend girlfriend carer caregiver godmother godfather godparent godson goddaughter "
+    "godchild".split()
 )
 _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
@@ -250,7 +253,12 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     question asks ("who is my boss", not "what does my boss like"), those of their documents that name the user
     ("Hannah's manager since 2023"): they say what the entity is to the user."""
     none = np.zeros(0, dtype=np.int64)
-    asked = [w for w in dict.fromkeys(words(query)) if w not in STOPWORDS and len(w) > 2 and embedder.knows(w)]
+    # a kinship word fits by the table, not by the model, which may not know it whole ("godson", "stepson")
+    asked = [
+        w
+        for w in dict.fromkeys(words(query))
+        if w not in STOPWORDS and len(w) > 2 and (embedder.knows(w) or kinship.kin(w))
+    ]
     # a word that names a relative or a job comes first: "my manager" names the role in "when is my one-to-one with
     # my manager", "one" does not
     owned = sorted((w for w in possessed(query) if w in asked), key=lambda w: not (kinship.kin(w) or is_title(w)))

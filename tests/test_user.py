@@ -609,6 +609,31 @@ def test_a_qualified_kinship_word_reaches_that_relative_not_the_plain_one(bundle
     assert reached(bundled, entities, relations, question) == {asked}
 
 
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("when is my godson's birthday", "Tevita Fifita"),
+        ("how old is my stepdaughter", "Ella Moana"),
+        ("when is my nephew's birthday", "Tevita Fifita"),
+    ],
+)
+def test_a_kinship_word_the_model_does_not_know_whole_still_names_its_relative(bundled, question, asked):
+    # the bundled model pieces "godson" and "stepdaughter" together from fragments: the kinship table decides
+    entities = [
+        Entity("default_user", "person", ["Name: Sione Taufa", "Lives in Mangere"]),
+        Entity("Tevita Fifita", "person", ["Born 30 November 2016"]),
+        Entity("Ella Moana", "person", ["Born 2 May 2012"]),
+        Entity("Lupe Fifita", "person", ["Birthday 19 February 1986"]),
+    ]
+    relations = [
+        Relation("default_user", "Tevita Fifita", "godfather_of"),
+        Relation("default_user", "Tevita Fifita", "uncle_of"),
+        Relation("default_user", "Ella Moana", "stepfather_of"),
+        Relation("default_user", "Lupe Fifita", "brother_of"),
+    ]
+    assert reached(bundled, entities, relations, question) == {asked}
+
+
 def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
     # "one" in "my one-to-one" fits a team ("member of") as well as any word: "manager" names the role
     entities = [
