@@ -80,6 +80,7 @@ KIN = frozenset(
     "godchild".split()
 )
 _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
+_DOCTOR = re.compile(r"dr\.?\s", re.IGNORECASE)  # a name that says a doctor
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
 
 
@@ -393,6 +394,8 @@ def _roles(
             kind = index.entities[number].entity_type.strip().lower()
             if kind and types[kind] <= rare:
                 role.add(kind)
+            if _DOCTOR.match(index.entities[number].name):  # "Dr. Peter Lemalu", "registered with": my doctor
+                role.add("doctor")
             roles[number] = frozenset(role.union(roles.get(number, ())))
         found.append(roles)
     return found[0], found[1]

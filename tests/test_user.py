@@ -634,6 +634,21 @@ def test_a_kinship_word_the_model_does_not_know_whole_still_names_its_relative(b
     assert reached(bundled, entities, relations, question) == {asked}
 
 
+def test_a_doctor_the_user_is_related_to_is_my_doctor_by_the_title_in_the_name(bundled):
+    # "registered with" says nothing of a doctor; "Dr." in the name does, and only the user's own doctor is "my doctor"
+    entities = [
+        Entity("default_user", "person", ["Name: Sione Taufa", "Lives in Mangere"]),
+        Entity("Dr. Peter Lemalu", "person", ["Phone (09) 255 0110", "GP at Mangere Health Centre"]),
+        Entity("Dr. Hannah Cho", "person", ["Phone (09) 276 4410", "GP at Otahuhu Family Doctors"]),
+        Entity("Paula Vea", "person", ["Mobile 021 884 2210"]),
+    ]
+    relations = [
+        Relation("default_user", "Dr. Peter Lemalu", "registered with"),
+        Relation("default_user", "Paula Vea", "best mate"),
+    ]
+    assert reached(bundled, entities, relations, "what's the number for my doctor") == {"Dr. Peter Lemalu"}
+
+
 def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
     # "one" in "my one-to-one" fits a team ("member of") as well as any word: "manager" names the role
     entities = [
