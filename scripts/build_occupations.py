@@ -88,6 +88,7 @@ EXTRA = (
     "policewoman",
     "postdoc",
     "postwoman",
+    "principal",  # first the money lent; a school's head second
     "referee",
     "reporter",
     "retiree",
