@@ -41,7 +41,13 @@ _CONVERSE = {
     "spouse": "spouse", "sibling": "sibling", "grandparent": "grandchild", "grandchild": "grandparent",
     "aunt or uncle": "niece or nephew", "niece or nephew": "aunt or uncle", "cousin": "cousin",
     "godparent": "godchild", "godchild": "godparent",
+    "parent in law": "child in law", "child in law": "parent in law", "sibling in law": "sibling in law",
 }  # fmt: skip
+# The words of the spouse's relatives as the user's in-laws, by kind and sex
+_IN_LAW = {
+    "parent": {"f": "mother", "m": "father", "": "parent"},
+    "sibling": {"f": "sister", "m": "brother", "": "sibling"},
+}
 # A word before a kinship word that makes it another relative ("ex-wife", "step-mother", "business partner"), and
 # for "partner" the only words that keep it a spouse ("life partner", and a possessive: "my partner", "Cian's").
 _NOT_NOW = frozenset({"ex", "former"})
@@ -65,10 +71,27 @@ def converse(role: str) -> str | None:
     return _CONVERSE[said[-1][0]] if said and len(said) == sum(kin(p) is not None for p in parts) else None
 
 
+def in_law(role: str) -> str | None:
+    """What the relative a role names to the user's spouse is to the user: "mother in law" for the spouse's "mum",
+    "parent in law" for their "parent", "brother in law" for their "brother"; None for another relative."""
+    said = _said(role)
+    if not said:
+        return None
+    kind, sex = said[-1]
+    word = _IN_LAW.get(kind, {}).get(sex)
+    return f"{word} in law" if word else None
+
+
 def named_in(question: str) -> list[tuple[str, str]]:
-    """The relatives a question names, as `kin` gives them, but for the qualified ones ("where does my mother-in-law
-    live" names no mother)."""
+    """The relatives a question names, as `kin` gives them, but for the qualified ones ("where does my ex-wife live"
+    names no wife; "my mother-in-law" names a parent in law)."""
     return _said(" ".join(words(question)))
+
+
+def relatives_in(question: str) -> dict[str, tuple[str, str]]:
+    """Each kinship word of a question with the relative it names there ("mother": a parent, or in "my mother in
+    law" a parent in law); the qualified ones left out ("wife" in "my ex-wife")."""
+    return dict(_relatives(words(question)))
 
 
 def qualified(question: str) -> frozenset[str]:
@@ -90,8 +113,10 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
     for n, word in enumerate(parts):
         said = kin(word)
         before = parts[n - 1] if n else ""
-        if said is None or parts[n + 1 : n + 3] == ["in", "law"] or before in _NOT_NOW:
+        if said is None or before in _NOT_NOW:
             continue
+        if parts[n + 1 : n + 3] == ["in", "law"]:  # the spouse's relative ("mother in law"), or a child's spouse
+            said = (said[0] + " in law", said[1]) if said[0] + " in law" in _CONVERSE else None
         if word == "partner" and before and before not in _LIFE:
             continue
         if before == "step" and not said[0].startswith("step"):
@@ -101,11 +126,12 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
     return found
 
 
-def role_fit(word: str, roles: Iterable[str]) -> float | None:
-    """How well the roles an entity has for the user fit a kinship `word` of a question: SAME, KIND, or 0.0 (their
-    kinship words say another relative: a parent for "daughter", a son for "daughter"); None when `word` is no
-    kinship word or the roles hold none, so the embedding decides."""
-    asked = kin(word)
+def role_fit(word: str, roles: Iterable[str], asked: tuple[str, str] | None = None) -> float | None:
+    """How well the roles an entity has for the user fit a kinship `word` of a question, naming the relative
+    `asked` (default: as `kin` reads the word alone; "mother" in "my mother in law" names a parent in law): SAME,
+    KIND, or 0.0 (their kinship words say another relative: a parent for "daughter", a son for "daughter", a parent
+    in law for "kids"); None when `word` is no kinship word or the roles hold none, so the embedding decides."""
+    asked = asked or kin(word)
     if asked is None:
         return None
     said = [found for role in roles for found in _said(role)]

@@ -401,7 +401,8 @@ def _text(index: GraphIndex, document: int) -> str:
     if user is not None:
         if entity in user.selves:
             return f"I am: {observation}"
-        roles = user.roles.get(int(entity))
+        # an in-law is found by the role lookup, not read as one: "my parent in law" reads near "my kids"
+        roles = [role for role in user.roles.get(int(entity), ()) if not role.endswith(" in law")]
         if roles:
             return f"my {' '.join(sorted(roles))} {name}: {observation}"
     return f"{name}: {observation}"

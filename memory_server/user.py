@@ -273,12 +273,12 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
     # word by the relative its roles say, when they say one (memory_server.kinship: to a static model "daughter" is
     # as near "parent" as "child").
     # A kinship word the question qualifies ("my mother-in-law") fits no role that names the relative alone.
-    qualified = kinship.qualified(query)
+    qualified, named = kinship.qualified(query), kinship.relatives_in(query)
     fits = {}
     for found in set(by_role.values()):
         fits[found] = fit[:, [column[r] for r in found]].max(axis=1)
         for w, word in enumerate(asked):
-            kept = kinship.role_fit(word, found)
+            kept = kinship.role_fit(word, found, named.get(word))
             if kept is not None:
                 fits[found][w] = 0.0 if word in qualified else kept
     # The role is named by the first word after "my" that fits one ("my mum" in "what did my mum work as"), or,
@@ -397,8 +397,43 @@ def _roles(
             if _DOCTOR.match(index.entities[number].name):  # "Dr. Peter Lemalu", "registered with": my doctor
                 role.add("doctor")
             roles[number] = frozenset(role.union(roles.get(number, ())))
+        if converse:
+            for number, role in _in_laws(index, roles, numbers, said).items():
+                if number not in selves:
+                    roles[number] = frozenset(role.union(roles.get(number, ())))
         found.append(roles)
     return found[0], found[1]
+
+
+def _in_laws(
+    index: GraphIndex, roles: dict[int, frozenset[str]], numbers: dict[str, int], said: Callable[[], JoinedText]
+) -> dict[int, set[str]]:
+    """The parents and siblings of the user's spouse, as the user's "mother in law", "brother in law" (or "parent
+    in law" when nothing says the sex): a question says "my mother-in-law", the memory says whose mother she is, by
+    a relation ("Mele daughter of Seini") or a note ("Pieter's mother")."""
+    found: dict[int, set[str]] = {}
+    for spouse, role in roles.items():
+        if kinship.role_fit("spouse", role) != kinship.SAME:
+            continue
+        name = index.entities[spouse].name
+        kin_of: list[tuple[int, str]] = []
+        for relation in index.graph.relations_touching([name]):
+            source, target = relation.source, relation.target
+            other = target if source == name else source
+            if other != name and other in numbers:
+                kin_of.append((numbers[other], _role_of_other(relation.relation_type, source == name)))
+        first = _first(name)
+        if first and first not in USER_NAMES:
+            snapshot = index.documents.snapshot
+            holders = said().holders(first)
+            owners = np.searchsorted(snapshot.starts, holders, side="right") - 1
+            for observation, owner in zip(holders, owners.tolist()):
+                kin_of += [(owner, word) for word in called_in(snapshot.flat[observation], (first,))]
+        for number, word in kin_of:
+            relative = kinship.in_law(word)
+            if relative is not None and number != spouse:
+                found.setdefault(number, set()).add(relative)
+    return found
 
 
 def _related(

@@ -33,8 +33,9 @@ def test_roles_fit_a_kinship_word_by_the_relative_they_say(word, roles, fit):
 @pytest.mark.parametrize(
     ("word", "roles", "fit"),
     [
-        ("mum", {"mother in law"}, None),  # "mother-in-law": another relative, not a mother of the user
-        ("brother", {"brother in law"}, None),
+        ("mum", {"mother in law"}, 0.0),  # "mother-in-law": another relative, not a mother of the user
+        ("brother", {"brother in law"}, 0.0),
+        ("kids", {"parent in law"}, 0.0),
         ("wife", {"ex wife"}, None),  # "ex-wife": no longer the wife
         ("husband", {"former husband"}, None),
         ("husband", {"business partner"}, None),  # a partner in business, not in life
@@ -67,15 +68,26 @@ def test_the_relatives_a_question_names():
     assert named_in("what does my partner do for a living") == [("spouse", "")]  # a possessive keeps a spouse
     assert named_in("where does Cian's partner live") == [("spouse", "")]
     # qualified, a kinship word names another relative, or none a question means
-    assert named_in("where does my mother-in-law live") == []
+    assert named_in("where does my mother-in-law live") == [("parent in law", "f")]  # the spouse's mother
     assert named_in("what's my ex-wife's job") == []
     assert named_in("what does my business partner do") == []
     assert named_in("who is my dentist") == []
 
 
 def test_the_kinship_words_a_question_qualifies():
-    assert qualified("where does my mother-in-law live") == {"mother"}
+    assert qualified("where does my mother-in-law live") == set()  # "mother" names the parent in law
     assert qualified("what's my ex-wife's job") == {"wife"}
     assert qualified("what does my business partner do") == {"partner"}
     assert qualified("what does my mother do") == set()
     assert qualified("what does my partner do") == set()
+
+
+def test_a_kinship_word_said_in_law_fits_the_spouses_relative():
+    from memory_server.kinship import relatives_in
+
+    named = relatives_in("when is my mother in law's birthday")
+    assert named == {"mother": ("parent in law", "f")}
+    assert role_fit("mother", {"mother in law", "parent in law"}, named["mother"]) == SAME
+    assert role_fit("mother", {"parent"}, named["mother"]) == 0.0  # the user's own mother is not
+    assert relatives_in("who is my brother-in-law") == {"brother": ("sibling in law", "m")}
+    assert relatives_in("what's my ex-wife's job") == {}

@@ -649,6 +649,33 @@ def test_a_doctor_the_user_is_related_to_is_my_doctor_by_the_title_in_the_name(b
     assert reached(bundled, entities, relations, "what's the number for my doctor") == {"Dr. Peter Lemalu"}
 
 
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("when's my mother in law's birthday", {"Seini Kioa"}),  # the spouse's mother, by a relation
+        ("what does my father-in-law do", {"Ofa Kioa"}),  # by a note: "Mele's dad"
+        ("where does my mum live", {"Losaline Taufa"}),  # the user's own mother, not the spouse's
+        ("what are my kids called", {"Vili Taufa"}),  # the spouse's parents are no children
+    ],
+)
+def test_the_spouses_parents_are_the_users_parents_in_law(bundled, question, asked):
+    entities = [
+        Entity("default_user", "person", ["Name: Sione Taufa", "Lives in Mangere"]),
+        Entity("Mele Taufa", "person", ["Wife; deputy principal", "Birthday 27 July 1990"]),
+        Entity("Seini Kioa", "person", ["Lives in Favona", "Birthday 12 December 1962"]),
+        Entity("Ofa Kioa", "person", ["Mele's dad", "Retired bus driver"]),
+        Entity("Losaline Taufa", "person", ["Lives in Kolomotu'a", "Born 30 August 1959"]),
+        Entity("Vili Taufa", "person", ["Son, born 2 November 2018"]),
+    ]
+    relations = [
+        Relation("default_user", "Mele Taufa", "married_to"),
+        Relation("Mele Taufa", "Seini Kioa", "daughter_of"),
+        Relation("default_user", "Losaline Taufa", "son_of"),
+        Relation("default_user", "Vili Taufa", "parent_of"),
+    ]
+    assert reached(bundled, entities, relations, question) == asked
+
+
 def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
     # "one" in "my one-to-one" fits a team ("member of") as well as any word: "manager" names the role
     entities = [
