@@ -177,7 +177,7 @@ class Searcher:
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if mode != "keyword":  # keyword mode keeps the official server's order
             standby.sort(key=lambda labelled: -labelled.hit.rank)
-            hits = current_first(query, hits + standby)[: len(hits)]
+            hits = current_first(query, hits + standby, len(hits))[: len(hits)]
         if min_score is not None:
             hits = [h for h in hits if h.hit.score >= min_score]
         if hits and all(h.hit.nearest for h in hits):  # rerank._nearest_own's (not a match the transformer found)

@@ -141,6 +141,25 @@ def test_without_the_reranker_a_smaller_limit_still_answers_with_the_current_not
         assert len(narrow) <= limit and {h.hit.observation for h in narrow} <= {h.hit.observation for h in wide}
 
 
+def test_a_candidate_past_the_limit_only_replaces_a_note_that_is_over(tmp_path):
+    """The candidates read past the limit are there for a note that replaced one that is over: asked for the past,
+    a note below the cut-off that is over ("old number") does not push out the answer ("Works at Globex")."""
+    filler = [f"Practises the {w} on Sundays" for w in ("piano", "violin", "cello", "flute", "drums", "harp")]
+    own = ["Name: Kwabena Mensah", "Works at Globex as a data engineer", "Works in the Globex office in Salford"]
+    store = store_with(tmp_path, "me", [Entity("user", "person", [*own, *filler, OLD, "Used to swim at the baths"])])
+    searcher = Searcher(slot(tmp_path, "none"))
+    question = "what was my previous job"
+    every = notes(searcher.search([Target("m", store)], question, "hybrid", None, None).hits)
+    assert len(every) < 10
+    for limit in (10, len(every)):
+        assert notes(searcher.search([Target("m", store)], question, "hybrid", limit, None).hits) == every, limit
+    # nor, asked what holds now, a change below the limit a note that is not over
+    hits = [labelled("Mortgage", PAYMENT, 0.9), labelled("Mortgage", RAISED, 0.8)]
+    assert current_first("how much is the mortgage each month now", hits, returned=1) == hits
+    hits = [labelled("me", OLD, 0.9), labelled("me", NEW, 0.7)]
+    assert notes(current_first("what's my phone number", hits, returned=1))[0] == ("me", NEW, 0.9)
+
+
 def test_the_replacement_takes_the_place_of_the_note_that_is_over():
     # the entity's notes between them were ranked below both: "Lives in Chorlton" does not answer first
     hits = [labelled("me", OLD, 0.9), labelled("me", "Lives in Chorlton", 0.8), labelled("me", NEW, 0.7)]
