@@ -19,6 +19,7 @@ import re
 from enum import Enum
 from pathlib import Path
 
+from memory_server.kinship import kin
 from memory_server.lexical import words
 
 
@@ -116,8 +117,10 @@ def asks_own_birth(question: str) -> bool:
 
 def says_birth(note: str) -> bool:
     """Whether a note says when its entity was born: "Born 9 April 1989", "b. 3 Aug 1990", "Birthday 12 May",
-    "DOB 1990-08-03"."""
-    return _BIRTH.search(note) is not None
+    "DOB 1990-08-03"; not another's, named before it ("Mum's birthday 3 May", "Daughter Ana born 2019")."""
+    return any(
+        not any(word == "s" or kin(word) for word in words(note[: found.start()])) for found in _BIRTH.finditer(note)
+    )
 
 
 def asking_words(shape: Shape) -> frozenset[str]:

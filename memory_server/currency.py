@@ -62,12 +62,13 @@ def says_change(note: str) -> bool:
     return _CHANGED.search(note) is not None
 
 
-def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
+def current_first(query: str, hits: Sequence[LabelledHit], returned: int | None = None) -> list[LabelledHit]:
     """`hits` (best first), each entity's hits in the order of time the question asks for, in the places its hits
     held (other entities' hits keep theirs, every place keeps its score): see the module's docstring. A note that
     is over goes after one of its entity's that says what changed about the same thing (they share a term: "old
     number" and "New mobile since Feb 2025" share "mobile"); alone, it still answers ("Tried yoga in 2022 but
-    stopped" for "do I do yoga"), and a memory's other changes are about other things."""
+    stopped" for "do I do yoga"), and a memory's other changes are about other things. Hits past the first
+    `returned` (None: all are) only take the place of a note that is over, as what replaced it."""
     said = _of_time(words(query))
     spoken = " ".join(said)
     asked = set(words(_AGE.sub(" ", spoken)))
@@ -81,15 +82,16 @@ def current_first(query: str, hits: Sequence[LabelledHit]) -> list[LabelledHit]:
         if len(places) < 2:
             continue
         notes = {n: hits[n].hit.observation or "" for n in places}
+        shown = sum(returned is None or n < returned for n in places)  # the places of hits returned come first
         if before:
             # any note that tells what is over, though it goes on to what holds now ("Previously at Acme, now at
             # Globex" answers "where did I work before"); stable: the ranking's order otherwise
-            wanted = sorted(places, key=lambda n: _OVER.search(notes[n]) is None)
+            wanted = sorted(places[:shown], key=lambda n: _OVER.search(notes[n]) is None) + places[shown:]
         elif past:
             continue
         else:
             name = set(tokenize(hits[places[0]].hit.entity.name))  # a speaker's every fact may say their name
-            wanted = _in_time(places, notes, now, name)
+            wanted = _in_time(places, notes, now, name, shown)
         for place, n in zip(places, wanted):
             held = hits[place].hit
             out[place] = replace(hits[n], hit=replace(hits[n].hit, score=held.score, rank=held.rank))
@@ -109,10 +111,11 @@ def _of_time(said: list[str]) -> list[str]:
     ]
 
 
-def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]) -> list[int]:
+def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str], shown: int) -> list[int]:
     """One entity's hits (best first) for a question in the present: the first note below one that is over that
     says what changed about the same thing takes its place, just before it; for a question about now, a note that
-    says what changed goes before the first note above it about the same thing."""
+    says what changed goes before the first note above it about the same thing, if among the first `shown` (the
+    others only replace a note that is over)."""
     terms = {n: _about(notes[n]) - name for n in places}
     order = list(places)
     for n in places:
@@ -125,7 +128,7 @@ def _in_time(places: list[int], notes: dict[int, str], now: bool, name: set[str]
             order.insert(order.index(n), newer)
     if now:
         for n in places:
-            if not says_change(notes[n]) or is_over(notes[n]):
+            if not says_change(notes[n]) or is_over(notes[n]) or order.index(n) >= shown:
                 continue
             above = order[: order.index(n)]
             older = next((m for m in above if not says_change(notes[m]) and terms[m] & terms[n]), None)

@@ -80,7 +80,7 @@ KIN = frozenset(
     "godchild".split()
 )
 _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
-_DOCTOR = re.compile(r"dr\.?\s", re.IGNORECASE)  # a name that says a doctor
+_DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
 
 

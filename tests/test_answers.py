@@ -136,3 +136,5 @@ def test_questions_about_the_users_own_birth_and_notes_that_say_one():
     assert not any(map(asks_own_birth, ["how old is my son", "when is my son's birthday", "when was Vili born"]))
     assert all(map(says_birth, ["Born 9 April 1989", "b. 3 Aug 1990, Sligo", "Birthday 12 May", "DOB 1990-08-03"]))
     assert not any(map(says_birth, ["NZ citizen since 2008; still Tongan by birth", "Stillborn calf", "Bob. 3 apples"]))
+    # the user's notes about another's birth: a relative's, one named with 's
+    assert not any(map(says_birth, ["Mum's birthday 3 May", "Daughter Ana born 2019", "Cian's bday 19 Nov"]))

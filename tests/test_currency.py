@@ -3,6 +3,7 @@ for the past; a question that asks what holds now reads first the note that says
 
 import pytest
 
+from memory_server import searcher as searcher_module
 from memory_server.currency import current_first, is_over, says_change
 from memory_server.graph import Entity, Relation
 from memory_server.hits import NAME_MATCH_RANK, Hit, LabelledHit
@@ -139,6 +140,44 @@ def test_without_the_reranker_a_smaller_limit_still_answers_with_the_current_not
         narrow = searcher.search([Target("m", store)], "what's my phone number", "hybrid", limit, None).hits
         assert narrow[0].hit.observation == NEW, (limit, notes(narrow))
         assert len(narrow) <= limit and {h.hit.observation for h in narrow} <= {h.hit.observation for h in wide}
+
+
+def test_a_candidate_past_the_limit_only_replaces_a_note_that_is_over(tmp_path):
+    """The candidates read past the limit are there for a note that replaced one that is over: asked for the past,
+    a note below the cut-off that is over ("old number") does not push out the answer ("Works at Globex")."""
+    filler = [f"Practises the {w} on Sundays" for w in ("piano", "violin", "cello", "flute", "drums", "harp")]
+    own = ["Name: Kwabena Mensah", "Works at Globex as a data engineer", "Works in the Globex office in Salford"]
+    store = store_with(tmp_path, "me", [Entity("user", "person", [*own, *filler, OLD, "Used to swim at the baths"])])
+    searcher = Searcher(slot(tmp_path, "none"))
+    question = "what was my previous job"
+    every = notes(searcher.search([Target("m", store)], question, "hybrid", None, None).hits)
+    assert len(every) < 10
+    for limit in (10, len(every)):
+        assert notes(searcher.search([Target("m", store)], question, "hybrid", limit, None).hits) == every, limit
+    # the current project's memory in a search of every context: its hits are copies, their scores grown
+    every = notes(searcher.search([Target("m", store, 0.05)], question, "hybrid", None, None).hits)
+    assert notes(searcher.search([Target("m", store, 0.05)], question, "hybrid", 10, None).hits) == every
+    # nor, asked what holds now, a change below the limit a note that is not over
+    hits = [labelled("Mortgage", PAYMENT, 0.9), labelled("Mortgage", RAISED, 0.8)]
+    assert current_first("how much is the mortgage each month now", hits, returned=1) == hits
+    hits = [labelled("me", OLD, 0.9), labelled("me", NEW, 0.7)]
+    assert notes(current_first("what's my phone number", hits, returned=1))[0] == ("me", NEW, 0.9)
+
+
+def test_only_the_first_candidates_decide_in_a_preferred_memory_too(tmp_path, monkeypatch):
+    """The current project's hits are copies (their scores grown): the candidates past the limit are still told
+    apart, and only the first `limit` reach the cut-off."""
+    filler = [f"Practises the {w} on Sundays" for w in ("piano", "violin", "cello", "flute", "drums", "harp")]
+    store = store_with(
+        tmp_path, "me", [Entity("user", "person", ["Name: Kwabena Mensah", OLD, *filler, NEW, "Lives in Chorlton"])]
+    )
+    judged = []
+    monkeypatch.setattr(searcher_module, "relevant", lambda hits: judged.append(len(hits)) or list(hits))
+    searcher = Searcher(slot(tmp_path, "none"))
+    for boost in (0.0, 0.05):
+        narrow = searcher.search([Target("m", store, boost)], "what's my phone number", "hybrid", 2, None).hits
+        assert judged.pop() <= 2, boost
+        assert narrow[0].hit.observation == NEW, (boost, notes(narrow))
 
 
 def test_the_replacement_takes_the_place_of_the_note_that_is_over():

@@ -647,6 +647,10 @@ def test_a_doctor_the_user_is_related_to_is_my_doctor_by_the_title_in_the_name(b
         Relation("default_user", "Paula Vea", "best mate"),
     ]
     assert reached(bundled, entities, relations, "what's the number for my doctor") == {"Dr. Peter Lemalu"}
+    # a country the user comes from is no doctor: "Dr." is a title, "DR" an abbreviation
+    entities.append(Entity("DR Congo", "country", ["Capital Kinshasa"]))
+    relations.append(Relation("default_user", "DR Congo", "born in"))
+    assert reached(bundled, entities, relations, "what's the number for my doctor") == {"Dr. Peter Lemalu"}
 
 
 @pytest.mark.parametrize(
