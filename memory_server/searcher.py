@@ -148,7 +148,7 @@ class Searcher:
             note = "; ".join(filter(None, [note, f"the query is empty: {self.words.empty_query}"]))
             return Outcome([], mode, model_name(embedder, reader), bool(embedder), note, len(targets))
         hits: list[LabelledHit] = []
-        spare: set[int] = set()  # the static ranking's candidates past the limit (ids of their labelled hits)
+        standby: list[LabelledHit] = []  # the static ranking's candidates past the limit
         empty = True
         for target in targets:
             with target.store.reading() as graph:
@@ -161,20 +161,17 @@ class Searcher:
                         found = index.candidates(query, mode, embedder, pool)
                         if reader is not None:
                             found = index.read_again(reader, target.store, query, found, embedder)
-                past = limit if reader is None and mode != "keyword" and limit is not None else len(found)
+                past = limit if reader is None and limit is not None else len(found)  # keyword: never past it
                 touching: dict[str, tuple[Relation, ...]] = {}
                 for n, hit in enumerate(found):
                     if hit.entity.name not in touching:
                         touching[hit.entity.name] = tuple(graph.relations_touching([hit.entity.name]))
-                    hits.append(LabelledHit(preferred(hit, target.boost), target.label, touching[hit.entity.name]))
-                    if n >= past:  # `preferred` may copy the hit: the labelled hit, kept in `hits`, is told apart
-                        spare.add(id(hits[-1]))
-        standby: list[LabelledHit] = []
+                    labelled = LabelledHit(preferred(hit, target.boost), target.label, touching[hit.entity.name])
+                    (hits if n < past else standby).append(labelled)
         if reader is not None:
             hits = reordered(hits)
         elif mode != "keyword":
-            kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits if id(labelled) not in spare])}
-            standby = [h for h in hits if id(h) in spare]
+            kept = {id(hit) for hit in relevant([labelled.hit for labelled in hits])}
             hits = sorted((h for h in hits if id(h.hit) in kept), key=lambda labelled: -labelled.hit.rank)
         if mode != "keyword":  # keyword mode keeps the official server's order
             standby.sort(key=lambda labelled: -labelled.hit.rank)

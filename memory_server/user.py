@@ -416,30 +416,23 @@ def _in_laws(
         if kinship.role_fit("spouse", role) != kinship.SAME:
             continue
         name = index.entities[spouse].name
-        kin_of: list[tuple[int, str]] = []
-        for relation in index.graph.relations_touching([name]):
-            source, target = relation.source, relation.target
-            other = target if source == name else source
-            if other != name and other in numbers:
-                kin_of.append((numbers[other], _role_of_other(relation.relation_type, source == name)))
+        kin_of = _related(index.graph.relations_touching([name]), {name}, numbers, converse=True)
         first = _first(name)
         if first and first not in USER_NAMES:
-            snapshot = index.documents.snapshot
-            holders = said().holders(first)
-            owners = np.searchsorted(snapshot.starts, holders, side="right") - 1
-            for observation, owner in zip(holders, owners.tolist()):
-                kin_of += [(owner, word) for word in called_in(snapshot.flat[observation], (first,))]
-        for number, word in kin_of:
-            relative = kinship.in_law(word)
-            if relative is not None and number != spouse:
-                found.setdefault(number, set()).add(relative)
+            for number, words_said in _called_after(index, (first,), said).items():
+                kin_of.setdefault(number, set()).update(words_said)
+        for number, words_said in kin_of.items():
+            relatives = {kinship.in_law(word) for word in words_said} - {None}
+            if relatives and number != spouse:
+                found.setdefault(number, set()).update(relatives)
     return found
 
 
 def _related(
     relations: Iterable[Relation], me: set[str], numbers: dict[str, int], converse: bool
 ) -> dict[int, set[str]]:
-    """The types of the relations between the user (named `me`) and each other entity, as what it is to the user."""
+    """The types of the relations between the user (named `me`; or another, their spouse) and each other entity,
+    as what it is to them."""
     roles: dict[int, set[str]] = {}
     for relation in relations:
         source, kind, target = relation.source, relation.relation_type, relation.target
@@ -457,19 +450,25 @@ def _called(
     """Entity number -> the words its notes call it after one of the user's `names` ("Hannah's manager": manager),
     the user's entities among them. Kept with the index's cache: a change reads only the entities it touched."""
 
-    def everywhere() -> dict[int, frozenset[str]]:  # each observation that says a name, found in one text
-        snapshot = index.documents.snapshot
-        found: dict[int, set[str]] = {}
-        for name in names:
-            holders = said().holders(name)
-            owners = np.searchsorted(snapshot.starts, holders, side="right") - 1
-            for observation, owner in zip(holders, owners.tolist()):
-                called = called_in(snapshot.flat[observation], (name,))
-                if called:
-                    found.setdefault(owner, set()).update(called)
-        return {owner: frozenset(called) for owner, called in found.items()}
+    def everywhere() -> dict[int, frozenset[str]]:
+        return {owner: frozenset(called) for owner, called in _called_after(index, names, said).items()}
 
     return cache.sparse("called", names, functools.partial(called_by, names), everywhere)
+
+
+def _called_after(index: GraphIndex, names: Iterable[str], said: Callable[[], JoinedText]) -> dict[int, set[str]]:
+    """Entity number -> the words its notes call it after one of `names` ("Pieter's mother": mother), from each
+    observation that says a name, found in one text."""
+    snapshot = index.documents.snapshot
+    found: dict[int, set[str]] = {}
+    for name in names:
+        holders = said().holders(name)
+        owners = np.searchsorted(snapshot.starts, holders, side="right") - 1
+        for observation, owner in zip(holders, owners.tolist()):
+            called = called_in(snapshot.flat[observation], (name,))
+            if called:
+                found.setdefault(owner, set()).update(called)
+    return found
 
 
 def _aliases(observation: str) -> list[str]:
