@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Nine personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Ten personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -33,6 +33,13 @@ entities, written as an assistant would have stored it, with questions asked as 
   and full sentences about "Sione Taufa" at work, topic entities ("Health", "Car", "Mortgage", "Church"), facts in
   relations, dated and updated notes (phone, address, a dose, a mortgage rate, a line manager), NZ formats and Tongan
   words, near-duplicate birthdays, doctors, cars, phone numbers and managers.
+- `olivier` (dev, round 13, written blind): Olivier Marchetti's (a chemistry teacher in a Lyon lycée and part-time
+  youth cycling coach, divorced and remarried, a son on alternate weeks and two step-children, his mother with
+  Alzheimer's in an EHPAD, a dog, a rented flat and a caravan, type 1 diabetes, learning the piano; his project is
+  sortie, a Django app for the cycling club), terse third-person notes about "Olivier Marchetti" (his full name, in
+  all three contexts) with some full sentences naming him, topic entities ("Health", "Flat", "Caravan", "Money",
+  "Piano"), facts only in relations (wife, dog, GP), dated and updated notes (phone, insulin dose, sensor, rent, a
+  caravan decision, his school), French formats and words, near-duplicate birthdays, doctors, cars and phone numbers.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -41,7 +48,7 @@ came back, and, for the questions the memory cannot answer, how many came back o
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py
-        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|tom|priya|margit] [--misses]
+        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|tom|priya|margit] [--misses]
 """
 
 from __future__ import annotations
