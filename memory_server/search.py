@@ -48,7 +48,7 @@ from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
 from memory_server.marks import answering
 from memory_server.store import GraphStore
-from memory_server.user import User, role_documents, user_of
+from memory_server.user import User, in_first_person, role_documents, user_of
 from memory_server.vector_cache import VectorCache
 
 if TYPE_CHECKING:
@@ -138,6 +138,7 @@ class GraphIndex(DocumentIndex):
         name contains the whole query come first."""
         if mode not in ("hybrid", "semantic"):
             raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
+        query = self.as_asked(query)
         relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
         user = self.user if is_first_person(query) else None
@@ -169,6 +170,7 @@ class GraphIndex(DocumentIndex):
     ) -> list[Hit]:
         """`hits` and the rest of the transformer's pool (rerank.py), each with its cosine for `query`; the user's
         own observations are marked for a first-person question that says something (not "what is my asdf")."""
+        query = self.as_asked(query)
         given = {h.document: h for h in hits}
         personal = is_first_person(query)
         pool, cosines = reader.cosines(self, store, query, list(given), personal)
@@ -273,6 +275,11 @@ class GraphIndex(DocumentIndex):
         joined[kept] = True
         joined[fitting] = True
         return np.flatnonzero(joined)
+
+    def as_asked(self, query: str) -> str:
+        """`query` in the first person when it calls the memory's user by name (memory_server.user.in_first_person)."""
+        user = self.user
+        return in_first_person(query, user) if user is not None else query
 
     @property
     def user(self) -> User | None:

@@ -80,6 +80,10 @@ KIN = frozenset(
     "godchild".split()
 )
 _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
+# What a child calls a parent or grandparent, said without whose ("ring mum", "dad's car"), is the speaker's
+_HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|grandpa|gran|grandad|granddad"
+_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
+_WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
 
@@ -96,6 +100,38 @@ class User:
     said: dict[int, frozenset[str]]  # the same, from relations and types only, with relation types as the memory
     # says them ("child of": the user is the child), which a question without "my ..." is read against ("who do I
     # report to")
+    called: tuple[str, ...] = ()  # lower-case names a question may call the user by ("sione taufa", "sione"): their
+    # full names, and first names and aliases no one else in the memory has, longest first
+
+
+def in_first_person(query: str, user: User) -> str:
+    """`query` as the user would ask it of themselves: when it calls them by name ("what blood type is Sione":
+    "what blood type is me", "when is Sione's birthday": "when is my birthday"), and when it calls a parent as
+    their child does, with no one's before it ("when did dad die", "which care home is Mum in": "my dad", "my
+    Mum"). What first-person questions need (the user's notes, their roles) then applies, and the user's name no
+    longer matches everyone said to know them ("saw Sione once"). A name counts only capitalised ("Will", not
+    "will"), unless the whole question is lower case."""
+    query = _PARENT.sub(functools.partial(_as_mine, query), query)
+    if not user.called:
+        return query
+    anyhow = query == query.lower()
+
+    def spoken(match: re.Match[str]) -> str:
+        if not (anyhow or match.group(0)[0].isupper()):
+            return match.group(0)
+        return "my" if match.group(1) else "me"
+
+    names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in user.called)
+    return re.sub(rf"\b(?:{names})(?:(['\u2019]s)\b|\b)", spoken, query, flags=re.IGNORECASE)
+
+
+def _as_mine(query: str, match: re.Match[str]) -> str:
+    """A parent's word matched in `query` as the speaker's ("my mum"), unless someone's ("Mele's mum", "a mum")."""
+    before = query[: match.start()]
+    last = before.split()[-1].lower() if before.split() else ""
+    if before.endswith(("-", "'", "\u2019")) or last in _WHOSE or last.endswith(("'s", "\u2019s", "s'")):
+        return match.group(0)
+    return f"my {match.group(0)}"
 
 
 def user_of(index: GraphIndex) -> User | None:
@@ -112,7 +148,24 @@ def user_of(index: GraphIndex) -> User | None:
     starts, counts = index.name_doc, index.documents.counts
     own = np.concatenate([np.arange(starts[s], starts[s] + counts[s]) for s in sorted(selves)])
     roles, said_roles = _roles(index, cache, selves, names, said)
-    return User(number, names, own, frozenset(int(s) for s in selves), roles, said_roles)
+    return User(
+        number, names, own, frozenset(int(s) for s in selves), roles, said_roles, _callable(index, selves, names)
+    )
+
+
+def _callable(index: GraphIndex, selves: Sequence[int], names: tuple[str, ...]) -> tuple[str, ...]:
+    """The names a question may call the user by (User.called): the full names of the user's entities and the
+    aliases their notes give, and the first names no other entity's name begins with ("Sione"; not "Tom" when
+    "Tom Baker" is a friend), longest first."""
+    mine = set(selves)
+    full = {e.name.strip().lower() for e in (index.entities[s] for s in selves) if len(e.name.split()) > 1}
+    full.update(a.lower() for s in selves for o in index.entities[s].observations for a in _aliases(o) if " " in a)
+
+    def nobody_else(first: str) -> bool:
+        return all(n in mine or _first(index.entities[n].name) != first for n in index.names.holders(first))
+
+    firsts = {n for n in names if n not in STOPWORDS and nobody_else(n)}
+    return tuple(sorted(full | firsts, key=len, reverse=True))
 
 
 def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: Sequence[str]) -> list[int]:

@@ -15,7 +15,7 @@ from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
-from memory_server.user import possessed, role_documents
+from memory_server.user import in_first_person, possessed, role_documents
 
 
 def find_user(entities: list[Entity], links: list[tuple[str, str]]) -> int | None:
@@ -706,3 +706,76 @@ def reached(bundled, entities: list[Entity], relations: list[Relation], question
     embedder, _ = bundled.get()
     documents, _ = role_documents(index, index.user, question, embedder)
     return {index.entities[index.owner[d]].name for d in documents}
+
+
+ASKED_OF = [
+    Entity(TERSE[0].name, "person", [*TERSE[0].observations, "Blood group A positive"]),
+    *TERSE[1:],
+    Entity("Brid Gallagher", "person", [*TERSE[2].observations, "Has lived at Nazareth House since April 2024"]),
+    Entity("Ciara Walsh", "person", ["Met Aoife at college", "Blood donor clinic volunteer with Aoife's cousin"]),
+    Entity("Care homes", "topic", ["Care home fees rose 8% in 2025", "Visiting hours at care homes are 10am to 8pm"]),
+    Entity("Dr Niamh Ryan", "person", ["Saw Aoife in 2023 for a blood test", "GP in Phibsborough"]),
+]
+ASKED_OF = [e for n, e in enumerate(ASKED_OF) if n != 2]  # Brid once, with her care home
+
+
+def test_a_question_that_calls_the_user_by_name_is_asked_as_theirs(tmp_path, bundled):
+    # "Aoife" matched everyone said to know her, and the user's own notes were not weighed as a first-person
+    # question weighs them: the blood group was not returned at all.
+    found = search(tmp_path, bundled, [*ASKED_OF, *distractors()], TERSE_RELATIONS, "what blood type is Aoife")
+    assert found[0] == ("default_user", "Blood group A positive"), found
+
+
+def test_mum_said_without_whose_is_the_users_mother(tmp_path, bundled):
+    found = search(tmp_path, bundled, [*ASKED_OF, *distractors()], TERSE_RELATIONS, "which care home is mum in")
+    assert ("Brid Gallagher", "Has lived at Nazareth House since April 2024") in found[:3], found  # was not found
+
+
+@pytest.mark.parametrize(
+    ("question", "asked"),
+    [
+        ("what blood type is Aoife", "what blood type is me"),
+        ("When is Aoife's birthday", "When is my birthday"),
+        ("when is aoife gallagher’s birthday", "when is my birthday"),  # all lower case: a name anyhow
+        ("Where does Aoife Gallagher work", "Where does me work"),
+        ("when is Aoifeen's party", "when is Aoifeen's party"),  # a whole name only
+        ("which care home is mum in", "which care home is my mum in"),
+        ("when did Dad retire", "when did my Dad retire"),
+        ("where do I send parcels for mum and dad", "where do I send parcels for my mum and my dad"),
+        ("what's Ciara's mum's name", "what's Ciara's mum's name"),  # someone else's
+        ("does the kids' mum know", "does the kids' mum know"),
+        ("is a single dad entitled to it", "is a single dad entitled to it"),
+        ("gift for a mum-to-be", "gift for a mum-to-be"),
+    ],
+)
+def test_questions_asked_of_the_user_in_the_third_person_are_read_in_the_first(question, asked):
+    user = _user_of(ASKED_OF, TERSE_RELATIONS)
+    assert set(user.called) == {"aoife gallagher", "aoife"}
+    assert in_first_person(question, user) == asked
+
+
+def test_a_first_name_someone_else_has_too_calls_no_one_the_user():
+    entities = [
+        Entity("Rose Hart", "person", ["Lives in Cork", "Blood group O negative", "Works as a nurse"]),
+        Entity("Rose Byrne", "person", ["Rose Hart's neighbour"]),
+        Entity("Sam Hart", "person", ["Rose Hart's brother"]),
+    ]
+    relations = [Relation("Rose Hart", "Sam Hart", "sibling of")]
+    user = _user_of(entities, relations)
+    assert user is not None and user.called == ("rose hart",)  # "Rose" may be Rose Byrne
+    assert in_first_person("what blood type is Rose Hart", user) == "what blood type is me"
+    assert in_first_person("what blood type is Rose", user) == "what blood type is Rose"
+    alone = _user_of([entities[0], entities[2]], relations)
+    assert alone.called == ("rose hart", "rose")
+    assert in_first_person("When will Rose Hart's brother visit", alone) == "When will my brother visit"
+    assert in_first_person("When does Rose visit", alone) == "When does me visit"
+    # a name is a word too: capitalised only, unless the question capitalises nothing
+    assert in_first_person("When does the rose by Rose's door bloom", alone) == "When does the rose by my door bloom"
+    assert in_first_person("when does rose visit", alone) == "when does me visit"
+
+
+def _user_of(entities: list[Entity], relations: list[Relation]):
+    graph = KnowledgeGraph()
+    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities)
+    graph.create_relations(relations)
+    return GraphIndex(graph).user
