@@ -27,7 +27,8 @@ class Shape(Enum):
     DATE = "date"  # a day, month, year, weekday or time of day
     TIME = "time"  # a time of day or a weekday
     PLACE = "place"  # a proper name: "Strandhill Rd, Sligo", "Melbourne since 2019" is not one (first word)
-    NUMBER = "number"  # any figure: an amount, a phone number, a plate
+    PHONE = "phone"  # a phone number: "Mobile 087 445 2210", "WhatsApp +233 20 555 0134"
+    NUMBER = "number"  # any figure: an amount, a plate, an ID
     OCCUPATION = "occupation"  # a job title, or words that say a job ("works as", "runs a", "retired")
 
 
@@ -38,6 +39,9 @@ _ASKS = (
     (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
     (("when",), Shape.DATE),
     (("where",), Shape.PLACE),
+    (("number plate", "plate number", "registration number"), Shape.NUMBER),
+    # someone's number is their phone's ("whats bryce's number", "the number for the GP"); "my IRD number" is not
+    (("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"), Shape.PHONE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
     (
         (
@@ -89,6 +93,9 @@ _DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if na
 _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2}\s*(?:am|pm)?|\s*(?:am|pm))\b|\b\d{1,2}h\d{0,2}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
 _DIGIT = re.compile(r"\d")
+# Seven to fifteen digits in groups ("021 448 902", "(09) 255 0110", "+33 6 12 58 33 71"); not a date or years
+_PHONE = re.compile(r"(?<![\w/.,])\+?\(?\d[\d ().-]{5,}\d(?![\w/,])")
+_NOT_PHONE = re.compile(r"(?:19|20)\d\d[-./ ](?:\d\d[-./ ]\d\d|(?:19|20)\d\d)|\d[.:]\d\d ?[-\u2013] ?\d")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 _OWN_BIRTH = re.compile(
@@ -132,6 +139,8 @@ def has_shape(note: str, shape: Shape) -> bool:
     """Whether a note holds an answer of `shape`."""
     if shape is Shape.NUMBER:
         return bool(_DIGIT.search(note))
+    if shape is Shape.PHONE:
+        return any(_is_phone(m.group(0)) for m in _PHONE.finditer(note))
     if shape is Shape.OCCUPATION:
         return _names_a_job(note)
     if shape is Shape.PLACE:
@@ -141,6 +150,10 @@ def has_shape(note: str, shape: Shape) -> bool:
     if shape is Shape.TIME:
         return when_in_week
     return when_in_week or bool(_YEAR.search(note)) or not said.isdisjoint(MONTHS)
+
+
+def _is_phone(digits: str) -> bool:
+    return 7 <= len(_DIGIT.findall(digits)) <= 15 and not _NOT_PHONE.search(digits)
 
 
 def is_title(word: str) -> bool:

@@ -37,6 +37,9 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     if user is not None and (kin or any(is_title(w) for w in owned)):
         reached = set(role_documents(index, user, query, embedder)[0].tolist())
         about = [d for d in pool if d in reached]
+    elif shape is Shape.PHONE:
+        owners = _named(index, pool, _names_in(query, shape))
+        about = [d for d in pool if int(index.owner[d]) in owners]
     elif shape is Shape.OCCUPATION:
         named = _names_in(query)
         about = [d for d in pool if named & set(words(unaccented(index.entities[index.owner[d]].name)))]
@@ -68,7 +71,38 @@ def _asks_own(owned: list[str]) -> bool:
     return set(owned) <= asking_words(Shape.OCCUPATION)
 
 
-def _names_in(query: str) -> set[str]:
-    """The words of a job question that may name its person: not stop words, nor those that ask for a job ("what do
-    I do for work": "Work" is a topic entity, not a person)."""
-    return set(words(unaccented(query))) - STOPWORDS - asking_words(Shape.OCCUPATION)
+def _names_in(query: str, shape: Shape = Shape.OCCUPATION) -> set[str]:
+    """The words of a job (or phone) question that may name its person: not stop words, nor those that ask for a
+    job ("what do I do for work": "Work" is a topic entity, not a person)."""
+    return set(words(unaccented(query))) - STOPWORDS - asking_words(shape)
+
+
+def _named(index: GraphIndex, pool: list[int], named: set[str]) -> set[int]:
+    """The entities a question names among the owners of `pool`: those whose name holds the most of the `named`
+    words ("what's Yaw's number": Yaw Mensah), else those whose notes in the pool say one ("the plumber's number": Joe
+    Kinsella, "Plumber, boiler service"; "bryce's number": "Steelform: Bryce 021 556 7781")."""
+    if not named or not pool:
+        return set()
+    owners = index.owner[pool].tolist()
+    said = {o: len(named & set(words(unaccented(index.entities[o].name)))) for o in set(owners)}
+    most = max(said.values())  # "Thomas Roche's number": Thomas Roche, not Inès Roche
+    if most:
+        return {o for o, count in said.items() if count == most}
+    return {o for d, o in zip(pool, owners) if named & set(words(unaccented(index.observations[d] or "")))}
+
+
+def phone_notes(index: GraphIndex, query: str, documents: list[int], user: User | None) -> list[int]:
+    """For a question asking the number of someone it names (not by role: those are read whole), the notes of
+    theirs that hold a phone number, wherever they rank: "087 445 2210" shares nothing with "what's the plumber's
+    number", which finds "Joe Kinsella: Plumber, boiler service"."""
+    if asked_shape(query) is not Shape.PHONE or _through_another(query):
+        return []
+    if user is not None and any(kinship.kin(w) or is_title(w) for w in possessed(query)):
+        return []
+    starts, counts = index.name_doc, index.documents.counts
+    found = []
+    for owner in sorted(_named(index, documents, _names_in(query, Shape.PHONE))):
+        for d in range(int(starts[owner]), int(starts[owner] + counts[owner])):
+            if has_shape(index.observations[d] or "", Shape.PHONE):
+                found.append(d)
+    return found

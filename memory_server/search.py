@@ -46,7 +46,7 @@ from memory_server.index import DocumentIndex
 from memory_server.joined import JoinedText
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
-from memory_server.marks import answering
+from memory_server.marks import answering, phone_notes
 from memory_server.store import GraphStore
 from memory_server.user import User, in_first_person, role_documents, user_of
 from memory_server.vector_cache import VectorCache
@@ -173,7 +173,8 @@ class GraphIndex(DocumentIndex):
         query = self.as_asked(query)
         given = {h.document: h for h in hits}
         personal = is_first_person(query)
-        pool, cosines = reader.cosines(self, store, query, list(given), personal)
+        phones = [d for d in phone_notes(self, query, list(given), self.user) if d not in given]
+        pool, cosines = reader.cosines(self, store, query, [*given, *phones], personal)
         user = self.user if personal and _says_something(query, embedder.knows_form) else None
         own = set(user.own.tolist()) if user is not None else set()
         shaped = answering(self, query, embedder, pool, user)

@@ -15,7 +15,12 @@ from memory_server.answers import Shape, asked_shape, has_shape
         ("which day are the bins collected", Shape.TIME),
         ("where does my mother live", Shape.PLACE),
         ("how much does childcare cost", Shape.NUMBER),
-        ("what's the plumber's number", Shape.NUMBER),
+        ("what's the plumber's number", Shape.PHONE),  # someone's number is their phone's
+        ("whats mele's mobile", Shape.PHONE),
+        ("what's the number for the GP surgery", Shape.PHONE),
+        ("what's my IRD number", Shape.NUMBER),
+        ("what's my number plate", Shape.NUMBER),
+        ("what's the resource consent number for the bridge", Shape.NUMBER),
         ("who is my boss", None),
         ("what does my husband do", Shape.OCCUPATION),
         ("what did my dad do for work", Shape.OCCUPATION),
@@ -34,6 +39,11 @@ def test_notes_hold_dates_times_places_and_numbers():
     assert not has_shape("b. 3 Aug 1990", Shape.TIME)
     assert has_shape("Strandhill Rd, Sligo", Shape.PLACE) and has_shape("Midwife, Rotunda Hospital", Shape.PLACE)
     assert has_shape("087 445 2210", Shape.NUMBER) and has_shape("€1,050/month", Shape.NUMBER)
+    for phone in ("087 445 2210", "Mobile 06 20 47 85 12", "Phone (09) 255 0110", "WhatsApp +233 20 555 0134"):
+        assert has_shape(phone, Shape.PHONE), phone
+    for other in ("Married 2010-2018", "2025-08-14: refixed at 4.89%", "Born 22/10/1949", "Salary 33,400 SEK",
+                  "Practice 10.30-12.00", "Version 1.6.0", "uppmax2025-2-187", "€1,050/month"):  # fmt: skip
+        assert not has_shape(other, Shape.PHONE), other
     # Names of months and days count capitalised only: a verb or a noun is not a date.
     assert not has_shape("I may go out in the sun", Shape.DATE)
     assert not any(has_shape("Hates coriander", shape) for shape in Shape)

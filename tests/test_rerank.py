@@ -194,6 +194,30 @@ def test_the_job_marked_is_of_the_one_asked_about(tmp_path):
     assert answers(outcome, 1) == [("Seán Gallagher", "Firefighter, Dublin Fire Brigade")], answers(outcome, 10)
 
 
+def test_the_number_of_the_one_a_question_names_answers_it(tmp_path):
+    # A bare phone number shares nothing with "what's the plumber's number" (the transformer reads it far from the
+    # question): the plumber is found by his other note, by name, or by role, and his phone note answers.
+    entities = [
+        *AOIFE,
+        Entity("Joe Kinsella", "person", ["Plumber, boiler service", "087 445 2210"]),
+        Entity("Yaw Mensah", "person", ["Sound engineer in Accra", "WhatsApp +233 20 555 0134", "Born 2 June 1988"]),
+        Entity("Ama Mensah", "person", ["Yaw's wife", "Mobile 024 555 0199"]),
+        Entity("Máire Brennan", "person", ["Cian's mother, b. 1958", "Widowed since 2015", "Mobile 086 555 0142"]),
+        Entity("Neighbours", "topic", ["Eileen at no. 16 has a key", "Bins: 01 555 0100 for a missed collection"]),
+    ]
+    relations = [*AOIFE_RELATIONS, Relation("Cian Brennan", "Máire Brennan", "son of")]
+    store = store_with(tmp_path, "aoife", entities, relations)
+    searcher = Searcher(slot(tmp_path))
+    for question, answer in [
+        ("what's the plumber's number", ("Joe Kinsella", "087 445 2210")),
+        ("what's Yaw Mensah's phone number", ("Yaw Mensah", "WhatsApp +233 20 555 0134")),
+        ("what's my mother-in-law's number", ("Máire Brennan", "Mobile 086 555 0142")),  # not her dated notes
+    ]:
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert answers(outcome, 1) == [answer], (question, answers(outcome, 10))
+        assert marked(outcome) == [answer], (question, marked(outcome))  # not Ama Mensah's
+
+
 def test_nonsense_still_returns_nothing(tmp_path):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
