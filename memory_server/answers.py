@@ -101,6 +101,8 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 _OWN_BIRTH = re.compile(
     r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth|birthdate|dob|date of birth)\b"
 )
+_CLAUSE = re.compile(r"[,;:(]")
+_ASKS_BIRTH = re.compile(r"\bhow old\b|\b(?:born|birthday|bday|birthdate|date of birth|dob)\b")
 _BIRTH = re.compile(
     r"\b(?:born|birthday|bday|birthdate|date of birth|dob|d\.o\.b)\b|(?:^|[\s(,;])b\.\s?\d", re.IGNORECASE
 )
@@ -122,12 +124,27 @@ def asks_own_birth(question: str) -> bool:
     return _OWN_BIRTH.search(" ".join(words(question))) is not None
 
 
+def asks_birth(question: str) -> bool:
+    """Whether a question asks someone's birth or age: "when is Noah's birthday", "how old is my son", "whens noahs
+    bday"; not "where's my birth certificate"."""
+    return _ASKS_BIRTH.search(" ".join(words(question))) is not None
+
+
 def says_birth(note: str) -> bool:
     """Whether a note says when its entity was born: "Born 9 April 1989", "b. 3 Aug 1990", "Birthday 12 May",
-    "DOB 1990-08-03"; not another's, named before it ("Mum's birthday 3 May", "Daughter Ana born 2019")."""
+    "Amina's son, born 30/04/2016"; not another's, named before it in its clause ("Mum's birthday 3 May", "Daughter
+    Ana born 2019"), nor a birthday without a date ("for his 16th birthday")."""
+    dated = has_shape(note, Shape.DATE)
     return any(
-        not any(word == "s" or kin(word) for word in words(note[: found.start()])) for found in _BIRTH.finditer(note)
+        (dated or _DIGIT.search(note[found.end() : found.end() + 12]))
+        and _own(_CLAUSE.split(note[: found.start()])[-1])
+        for found in _BIRTH.finditer(note)
     )
+
+
+def _own(clause: str) -> bool:
+    """Whether the clause before a birth says it is another's: a possessive or a kinship word ("Mum's", "son")."""
+    return not any(word == "s" or kin(word) for word in words(clause))
 
 
 def asking_words(shape: Shape) -> frozenset[str]:

@@ -40,6 +40,22 @@ STOPWORDS = frozenset(
 FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
 
 
+# Chat shorthand for words a memory spells out ("steve's bday": "Birthday 4 May"): neither model reads it as the
+# word, and the question-word cues (memory_server.answers) would miss it. Only unambiguous ones ("mob" is a crowd).
+_SHORTHAND = {
+    "bday": "birthday", "bdays": "birthdays", "b-day": "birthday", "hubby": "husband", "appt": "appointment",
+    "appts": "appointments", "tmrw": "tomorrow", "anniv": "anniversary", "bro": "brother", "sis": "sister",
+    "gf": "girlfriend", "bf": "boyfriend",
+}  # fmt: skip
+_SHORT = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, _SHORTHAND), key=len, reverse=True)) + r")\b", re.I)
+
+
+def spelled_out(text: str) -> str:
+    """`text` with chat shorthand written out after it ("whens noahs bday": "whens noahs bday birthday"; a note may
+    say "bday" too)."""
+    return _SHORT.sub(lambda m: f"{m.group(0)} {_SHORTHAND[m.group(0).lower()]}", text)
+
+
 def words(text: str) -> list[str]:
     """Lower-cased words, as the terms and the first-person test see them."""
     return _WORD.findall(text.lower())

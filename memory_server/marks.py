@@ -8,9 +8,18 @@ import itertools
 from typing import TYPE_CHECKING
 
 from memory_server import kinship
-from memory_server.answers import Shape, asked_shape, asking_words, asks_own_birth, has_shape, is_title, says_birth
+from memory_server.answers import (
+    Shape,
+    asked_shape,
+    asking_words,
+    asks_birth,
+    asks_own_birth,
+    has_shape,
+    is_title,
+    says_birth,
+)
 from memory_server.joined import unaccented
-from memory_server.lexical import STOPWORDS, is_first_person, words
+from memory_server.lexical import STOPWORDS, is_first_person, stem, stems, words
 from memory_server.user import possessed, role_documents
 
 if TYPE_CHECKING:
@@ -34,12 +43,19 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     pool = documents.tolist()
     owned = possessed(query)
     kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
+    birth = asks_birth(query)
     if user is not None and (kin or any(is_title(w) for w in owned)):
         reached = set(role_documents(index, user, query, embedder)[0].tolist())
         about = [d for d in pool if d in reached]
-    elif shape is Shape.PHONE:
+        births = {d for d in about if says_birth(index.observations[d] or "")} if birth else set()
+        if births:  # of a relative's dated notes, those that say the birth ("Born 12 January 1957")
+            return births
+    elif user is not None and asks_own_birth(query):  # of the user's many dated notes, only those saying a birth
+        own = set(user.own.tolist())
+        return {d for d in pool if d in own and says_birth(index.observations[d] or "")}
+    elif shape is Shape.PHONE or birth:
         owners = _named(index, pool, _names_in(query, shape))
-        about = [d for d in pool if int(index.owner[d]) in owners]
+        return {d for d in pool if int(index.owner[d]) in owners and _answers(index.observations[d] or "", shape)}
     elif shape is Shape.OCCUPATION:
         named = _names_in(query)
         about = [d for d in pool if named & set(words(unaccented(index.entities[index.owner[d]].name)))]
@@ -48,9 +64,6 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
         if not about and user is not None and is_first_person(query) and _asks_own(owned) and (owned or not named):
             own = set(user.own.tolist())
             about = [d for d in pool if d in own]
-    elif user is not None and asks_own_birth(query):  # of the user's many dated notes, only those saying a birth
-        own = set(user.own.tolist())
-        return {d for d in pool if d in own and says_birth(index.observations[d] or "")}
     else:
         return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
     return {d for d in about if has_shape(index.observations[d] or "", shape)}
@@ -72,9 +85,15 @@ def _asks_own(owned: list[str]) -> bool:
 
 
 def _names_in(query: str, shape: Shape = Shape.OCCUPATION) -> set[str]:
-    """The words of a job (or phone) question that may name its person: not stop words, nor those that ask for a
-    job ("what do I do for work": "Work" is a topic entity, not a person)."""
+    """The words of a job (or phone, or birthday) question that may name its person: not stop words, nor those that
+    ask for a job ("what do I do for work": "Work" is a topic entity, not a person)."""
     return set(words(unaccented(query))) - STOPWORDS - asking_words(shape)
+
+
+def _answers(note: str, shape: Shape) -> bool:
+    """Whether a note of the one a phone or birthday question names answers it: a phone number, or their birth
+    (of their dated notes, "Born 30/04/2016", not "Bedtime 20:30")."""
+    return has_shape(note, shape) if shape is Shape.PHONE else says_birth(note)
 
 
 def _named(index: GraphIndex, pool: list[int], named: set[str]) -> set[int]:
@@ -83,26 +102,28 @@ def _named(index: GraphIndex, pool: list[int], named: set[str]) -> set[int]:
     Kinsella, "Plumber, boiler service"; "bryce's number": "Steelform: Bryce 021 556 7781")."""
     if not named or not pool:
         return set()
+    named = {stem(word) for word in named}  # "noahs bday": Noah
     owners = index.owner[pool].tolist()
-    said = {o: len(named & set(words(unaccented(index.entities[o].name)))) for o in set(owners)}
+    said = {o: len(named & set(stems(index.entities[o].name))) for o in set(owners)}
     most = max(said.values())  # "Thomas Roche's number": Thomas Roche, not Inès Roche
     if most:
         return {o for o, count in said.items() if count == most}
-    return {o for d, o in zip(pool, owners) if named & set(words(unaccented(index.observations[d] or "")))}
+    return {o for d, o in zip(pool, owners) if named & set(stems(index.observations[d] or ""))}
 
 
-def phone_notes(index: GraphIndex, query: str, documents: list[int], user: User | None) -> list[int]:
-    """For a question asking the number of someone it names (not by role: those are read whole), the notes of
-    theirs that hold a phone number, wherever they rank: "087 445 2210" shares nothing with "what's the plumber's
-    number", which finds "Joe Kinsella: Plumber, boiler service"."""
-    if asked_shape(query) is not Shape.PHONE or _through_another(query):
+def named_answers(index: GraphIndex, query: str, documents: list[int], user: User | None) -> list[int]:
+    """For a question asking the number or the birthday of someone it names (not by role: those are read whole),
+    their notes that answer it, wherever they rank: "087 445 2210" shares nothing with "what's the plumber's number",
+    which finds "Joe Kinsella: Plumber, boiler service"."""
+    shape = asked_shape(query)
+    if not (shape is Shape.PHONE or asks_birth(query)) or _through_another(query):
         return []
-    if user is not None and any(kinship.kin(w) or is_title(w) for w in possessed(query)):
+    if user is not None and (asks_own_birth(query) or any(kinship.kin(w) or is_title(w) for w in possessed(query))):
         return []
     starts, counts = index.name_doc, index.documents.counts
     found = []
-    for owner in sorted(_named(index, documents, _names_in(query, Shape.PHONE))):
+    for owner in sorted(_named(index, documents, _names_in(query, shape))):
         for d in range(int(starts[owner]), int(starts[owner] + counts[owner])):
-            if has_shape(index.observations[d] or "", Shape.PHONE):
+            if _answers(index.observations[d] or "", shape):
                 found.append(d)
     return found

@@ -45,8 +45,8 @@ from memory_server.hits import (  # noqa: F401 (Hit, LabelledHit, ranked_entitie
 from memory_server.index import DocumentIndex
 from memory_server.joined import JoinedText
 from memory_server.lazy import lazy_module
-from memory_server.lexical import STOPWORDS, is_first_person, related_terms, stems, words
-from memory_server.marks import answering, phone_notes
+from memory_server.lexical import STOPWORDS, is_first_person, related_terms, spelled_out, stems, words
+from memory_server.marks import answering, named_answers
 from memory_server.store import GraphStore
 from memory_server.user import User, in_first_person, role_documents, user_of
 from memory_server.vector_cache import VectorCache
@@ -173,8 +173,8 @@ class GraphIndex(DocumentIndex):
         query = self.as_asked(query)
         given = {h.document: h for h in hits}
         personal = is_first_person(query)
-        phones = [d for d in phone_notes(self, query, list(given), self.user) if d not in given]
-        pool, cosines = reader.cosines(self, store, query, [*given, *phones], personal)
+        named = [d for d in named_answers(self, query, list(given), self.user) if d not in given]
+        pool, cosines = reader.cosines(self, store, query, [*given, *named], personal)
         user = self.user if personal and _says_something(query, embedder.knows_form) else None
         own = set(user.own.tolist()) if user is not None else set()
         shaped = answering(self, query, embedder, pool, user)
@@ -278,8 +278,9 @@ class GraphIndex(DocumentIndex):
         return np.flatnonzero(joined)
 
     def as_asked(self, query: str) -> str:
-        """`query` in the first person when it calls the memory's user by name (memory_server.user.in_first_person)."""
-        user = self.user
+        """`query` with chat shorthand spelled out, and in the first person when it calls the memory's user by name
+        (memory_server.user.in_first_person)."""
+        query, user = spelled_out(query), self.user
         return in_first_person(query, user) if user is not None else query
 
     @property

@@ -148,3 +148,15 @@ def test_questions_about_the_users_own_birth_and_notes_that_say_one():
     assert not any(map(says_birth, ["NZ citizen since 2008; still Tongan by birth", "Stillborn calf", "Bob. 3 apples"]))
     # the user's notes about another's birth: a relative's, one named with 's
     assert not any(map(says_birth, ["Mum's birthday 3 May", "Daughter Ana born 2019", "Cian's bday 19 Nov"]))
+    # a note describing its entity first says its own birth after a comma; a birthday with no date says none
+    assert all(map(says_birth, ["Amina's son, Olivier's stepson, born 30/04/2016", "Mum; born 1957", "Birthday 12/05"]))
+    assert not says_birth("Wants a 50cc scooter for his 16th birthday: the answer is no")
+
+
+def test_questions_about_anyones_birth():
+    from memory_server.answers import asks_birth
+
+    assert all(
+        map(asks_birth, ["when is Noah's birthday", "how old is my son", "whens noahs bday", "when was Vili born"])
+    )
+    assert not any(map(asks_birth, ["where's my birth certificate", "what did Noah get for Christmas"]))

@@ -218,6 +218,36 @@ def test_the_number_of_the_one_a_question_names_answers_it(tmp_path):
         assert marked(outcome) == [answer], (question, marked(outcome))  # not Ama Mensah's
 
 
+def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
+    # Noah's birth is said in a note describing him ("Amina's son, born ..."), which reads far from "when is Noah's
+    # birthday"; others' birthdays, and his dated notes, read nearer. By name, by a nickname his notes give, in
+    # shorthand.
+    entities = [
+        *AOIFE,
+        Entity(
+            "Noah Roche",
+            "person",
+            [
+                "Amina's son, Olivier's stepson, born 30/04/2016",
+                "Bedtime 20:30 on school nights",
+                "Judo on Saturdays at 10:00; orange belt since June 2026",
+                "Goes by Noé at school",
+            ],
+        ),
+        Entity("Inès Roche", "person", ["13th birthday on 12/11/2026: sleepover with four friends", "Born 2013"]),
+        Entity("Samia Bouzid", "person", ["Birthday 09/06/1980, same day as Olivier", "Friend from the lycée"]),
+        Entity("Thomas Roche", "person", ["Has Inès and Noah for Christmas 2026 (24/12 to 31/12)"]),
+    ]
+    store = store_with(tmp_path, "olivier", entities, AOIFE_RELATIONS)
+    searcher = Searcher(slot(tmp_path))
+    for question in ("when is Noah's birthday", "whens noahs bday", "how old is Noah Roche"):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        assert answers(outcome, 1) == [("Noah Roche", "Amina's son, Olivier's stepson, born 30/04/2016")], (
+            question,
+            answers(outcome, 10),
+        )
+
+
 def test_nonsense_still_returns_nothing(tmp_path):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))

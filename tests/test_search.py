@@ -5,7 +5,7 @@ import pytest
 from memory_server import searcher as searcher_module
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
-from memory_server.lexical import LexicalIndex, related_terms, tokenize
+from memory_server.lexical import LexicalIndex, related_terms, spelled_out, tokenize
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 
@@ -427,3 +427,9 @@ def test_the_outcomes_kept_for_next_pages_hold_a_bounded_number_of_hits(tmp_path
     assert [len(o.hits) for o in outcomes] == [4, 4, 4, 4]
     assert sum(len(o.hits) for o in searcher._recent.values()) <= 5
     assert searcher.search([Target("m", store)], "apples", "keyword", None, 0.3, again=True) is outcomes[-1]
+
+
+def test_chat_shorthand_is_spelled_out_beside_itself():
+    assert spelled_out("whens noahs bday") == "whens noahs bday birthday"  # a note may say "bday" too
+    assert spelled_out("my hubby's appt") == "my hubby husband's appt appointment"
+    assert spelled_out("a bdayx, a mobster") == "a bdayx, a mobster"  # whole words only
