@@ -38,7 +38,7 @@ for _kind, _words in {
 # The relative at the other end of each kind: the user "husband of" Roisin makes Roisin the user's spouse.
 _CONVERSE = {
     "parent": "child", "child": "parent", "step parent": "step child", "step child": "step parent",
-    "spouse": "spouse", "sibling": "sibling", "grandparent": "grandchild", "grandchild": "grandparent",
+    "spouse": "spouse", "ex spouse": "ex spouse", "sibling": "sibling", "grandparent": "grandchild", "grandchild": "grandparent",
     "aunt or uncle": "niece or nephew", "niece or nephew": "aunt or uncle", "cousin": "cousin",
     "godparent": "godchild", "godchild": "godparent",
     "parent in law": "child in law", "child in law": "parent in law", "sibling in law": "sibling in law",
@@ -103,7 +103,8 @@ def qualified(question: str) -> frozenset[str]:
 
 def _said(role: str) -> list[tuple[str, str]]:
     """The relatives a role says, by its kinship words, as `kin` gives them; a qualified one says another relative
-    or none ("mother in law", "ex wife", "business partner": none; "step mother": a step parent)."""
+    or none ("mother in law": a parent in law, "ex wife": an ex spouse, "business partner": none; "step mother": a
+    step parent)."""
     return [said for _, said in _relatives(role.split())]
 
 
@@ -113,7 +114,11 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
     for n, word in enumerate(parts):
         said = kin(word)
         before = parts[n - 1] if n else ""
-        if said is None or before in _NOT_NOW:
+        if said is None:
+            continue
+        if before in _NOT_NOW:  # "ex-wife", "former husband": an ex-spouse; an ex of another kind is none
+            if said[0] == "spouse":
+                found.append((word, ("ex spouse", said[1])))
             continue
         if parts[n + 1 : n + 3] == ["in", "law"]:  # the spouse's relative ("mother in law"), or a child's spouse
             said = (said[0] + " in law", said[1]) if said[0] + " in law" in _CONVERSE else None

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 else:
     np = lazy_module("numpy")  # imported at the first search, not at start-up
 
+_QUALIFIED = re.compile(r"^(?:ex|former) \w+$|\w in law$")
 USER_TYPES = frozenset({"user", "self", "me", "myself", "owner"})
 USER_NAMES = frozenset({"user", "default_user", "me", "myself", "i"})
 PERSON_TYPES = ("person", "human", "individual", "user", "people", "employee", "self")
@@ -87,7 +88,11 @@ def called_in(observation: str, names: Iterable[str]) -> list[str]:
     for name in names:
         if name not in said:
             continue
-        pattern = re.compile(rf"\b{re.escape(name)}(?: and \w+)?'s ((?:\w+ )?\w+)|\b(\w+) of {re.escape(name)}\b")
+        pattern = re.compile(rf"\b{re.escape(name)}(?: and \w+)?'s ((?:\w+ )?[\w-]+)|\b(\w+) of {re.escape(name)}\b")
         for match in pattern.finditer(said):
-            found += [w for w in words(match.group(1) or match.group(2)) if w not in STOPWORDS and len(w) > 2]
+            phrase = " ".join(words(match.group(1) or match.group(2)))
+            if _QUALIFIED.search(phrase):  # "ex-wife", "mother-in-law": one role, not a wife nor a mother
+                found.append(phrase)
+            else:
+                found += [w for w in phrase.split() if w not in STOPWORDS and len(w) > 2]
     return found

@@ -36,8 +36,8 @@ def test_roles_fit_a_kinship_word_by_the_relative_they_say(word, roles, fit):
         ("mum", {"mother in law"}, 0.0),  # "mother-in-law": another relative, not a mother of the user
         ("brother", {"brother in law"}, 0.0),
         ("kids", {"parent in law"}, 0.0),
-        ("wife", {"ex wife"}, None),  # "ex-wife": no longer the wife
-        ("husband", {"former husband"}, None),
+        ("wife", {"ex wife"}, 0.0),  # "ex-wife": no longer the wife
+        ("husband", {"former husband"}, 0.0),
         ("husband", {"business partner"}, None),  # a partner in business, not in life
         ("husband", {"life partner"}, KIND),
         ("mum", {"stepmother"}, 0.0),  # a stepmother is not the mother ("parent", from child_of, is)
@@ -54,7 +54,7 @@ def test_a_qualified_kinship_word_says_another_relative(word, roles, fit):
     [("husband", "spouse"), ("wife", "spouse"), ("brother", "sibling"), ("sister", "sibling"),
      ("grandson", "grandparent"), ("nephew", "aunt or uncle"), ("aunt", "niece or nephew"), ("mother", "child"),
      ("daughter", "parent"), ("cousin", "cousin"), ("boss", None), ("younger brother", "sibling"),
-     ("step mother", "step child"), ("business partner", None), ("mother in law", None), ("ex wife", None)],
+     ("step mother", "step child"), ("business partner", None), ("mother in law", None), ("ex wife", "ex spouse")],
 )  # fmt: skip
 def test_the_relative_at_the_other_end(word, other):
     from memory_server.kinship import converse
@@ -69,14 +69,14 @@ def test_the_relatives_a_question_names():
     assert named_in("where does Cian's partner live") == [("spouse", "")]
     # qualified, a kinship word names another relative, or none a question means
     assert named_in("where does my mother-in-law live") == [("parent in law", "f")]  # the spouse's mother
-    assert named_in("what's my ex-wife's job") == []
+    assert named_in("what's my ex-wife's job") == [("ex spouse", "f")]  # someone, but not the wife
     assert named_in("what does my business partner do") == []
     assert named_in("who is my dentist") == []
 
 
 def test_the_kinship_words_a_question_qualifies():
     assert qualified("where does my mother-in-law live") == set()  # "mother" names the parent in law
-    assert qualified("what's my ex-wife's job") == {"wife"}
+    assert qualified("what's my ex-wife's job") == set()  # "wife" names the ex-spouse
     assert qualified("what does my business partner do") == {"partner"}
     assert qualified("what does my mother do") == set()
     assert qualified("what does my partner do") == set()
@@ -90,4 +90,14 @@ def test_a_kinship_word_said_in_law_fits_the_spouses_relative():
     assert role_fit("mother", {"mother in law", "parent in law"}, named["mother"]) == SAME
     assert role_fit("mother", {"parent"}, named["mother"]) == 0.0  # the user's own mother is not
     assert relatives_in("who is my brother-in-law") == {"brother": ("sibling in law", "m")}
-    assert relatives_in("what's my ex-wife's job") == {}
+    assert relatives_in("what's my ex-wife's job") == {"wife": ("ex spouse", "f")}
+
+
+def test_an_ex_spouse_is_asked_for_by_ex_and_never_as_the_spouse():
+    from memory_server.kinship import relatives_in
+
+    asked = relatives_in("what's my ex-wife's number")["wife"]
+    assert role_fit("wife", {"ex wife"}, asked) == SAME
+    assert role_fit("wife", {"married to"}, asked) == 0.0  # the wife now is not the ex
+    assert role_fit("wife", {"ex wife"}) == 0.0  # nor is the ex "my wife"
+    assert role_fit("husband", {"ex spouse"}, relatives_in("my former husband")["husband"]) == KIND

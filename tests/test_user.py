@@ -779,3 +779,20 @@ def _user_of(entities: list[Entity], relations: list[Relation]):
     graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities)
     graph.create_relations(relations)
     return GraphIndex(graph).user
+
+
+def test_an_ex_wife_is_asked_for_as_such_and_the_wife_as_the_wife(tmp_path, bundled):
+    entities = [
+        Entity("Olivier Marchetti", "person", ["Teaches chemistry in Lyon", "Mobile 07 52 88 14 30"]),
+        Entity("Amina Benali", "person", ["Pharmacist", "Mobile 06 12 58 33 71"]),
+        Entity("Sandrine Lefort", "person", ["Olivier's ex-wife; divorced 2017", "Mobile 06 45 90 11 27"]),
+        Entity("Fatima Benali", "person", ["Olivier's mother-in-law", "Mobile 06 20 47 85 12"]),
+    ]
+    relations = [Relation("Olivier Marchetti", "Amina Benali", "married to")]
+    user = _user_of([*entities, *distractors()], relations)
+    roles = {n: set(r) for n, r in user.roles.items()}
+    assert {"ex wife"} in roles.values() and {"mother in law"} in roles.values()  # not "wife", nor "mother"
+    found = search(tmp_path, bundled, [*entities, *distractors()], relations, "what's my ex-wife's number")
+    assert ("Sandrine Lefort", "Mobile 06 45 90 11 27") in found[:2] and found[0][0] == "Sandrine Lefort", found
+    found = search(tmp_path, bundled, [*entities, *distractors()], relations, "what's my wife's number")
+    assert found[0] == ("Amina Benali", "Mobile 06 12 58 33 71"), found
