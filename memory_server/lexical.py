@@ -7,6 +7,7 @@ project's C binding: "lives", "live" and "living" all become "live"), the same f
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,7 +48,9 @@ _SHORTHAND = {
     "appts": "appointments", "tmrw": "tomorrow", "anniv": "anniversary", "bro": "brother", "sis": "sister",
     "gf": "girlfriend", "bf": "boyfriend",
 }  # fmt: skip
-_SHORT = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, _SHORTHAND), key=len, reverse=True)) + r")\b", re.I)
+_SHORT = re.compile(
+    r"\b(?:" + "|".join(sorted(map(re.escape, _SHORTHAND), key=len, reverse=True)) + r")\b", re.IGNORECASE
+)
 
 
 def spelled_out(text: str) -> str:
@@ -79,6 +82,8 @@ def is_first_person(text: str) -> bool:
 RELATED_WEIGHT = 0.5  # share of a term's BM25 weight that a related word earns (see related_terms)
 RELATED_FLOOR = 0.4  # similarity (of centred token vectors) a word needs to stand for a word of the query
 RELATED_COUNT = 3  # at most this many related words per word of the query
+COMPOUND_WEIGHT = 0.9  # share a word's other spelling earns: "roll back" for "rollback" (see _compounds)
+_PARTICLES = ("up", "off", "out", "in", "on", "back", "over", "down")  # "pickup", "dropoff", "login", "rollback"
 
 
 def related_terms(
@@ -102,7 +107,28 @@ def related_terms(
                 chosen[candidate] = RELATED_WEIGHT * similarity
         if chosen:
             found[own] = list(chosen.items())
+    for own, term in _compounds(words(unaccented(query)), vocabulary):
+        if term != own and term not in dict(found.get(own, ())):
+            found.setdefault(own, []).append((term, COMPOUND_WEIGHT))
     return found
+
+
+def _compounds(said: list[str], vocabulary: Mapping[str, int]) -> Iterable[tuple[str, str]]:
+    """(term of the query, term of the memory) for words the memory writes as one that the query writes as two, or
+    the other way round: "roll back" for "Rollback: make rollback", "user name" for "username"; "pickup" for "pick
+    up", "log in" (a phrasal verb's particle, so "carpet" is not "car" and "pet")."""
+    for first, second in itertools.pairwise(said):
+        joined = stem(first + second)
+        if joined in vocabulary:
+            yield from ((stem(w), joined) for w in (first, second) if w not in STOPWORDS)
+    for word in set(said) - STOPWORDS:
+        own = stem(word)
+        if own in vocabulary:
+            continue
+        for particle in _PARTICLES:
+            head = word[: -len(particle)]
+            if word.endswith(particle) and len(head) >= 3 and stem(head) in vocabulary:
+                yield own, stem(head)
 
 
 @functools.lru_cache(maxsize=200_000)  # words repeat: indexing a large graph stems each distinct word once

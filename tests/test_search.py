@@ -5,7 +5,7 @@ import pytest
 from memory_server import searcher as searcher_module
 from memory_server.embeddings import EmbedderSlot
 from memory_server.graph import Entity, Relation
-from memory_server.lexical import LexicalIndex, related_terms, spelled_out, tokenize
+from memory_server.lexical import LexicalIndex, related_terms, spelled_out, stem, tokenize
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 
@@ -433,3 +433,32 @@ def test_chat_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("whens noahs bday") == "whens noahs bday birthday"  # a note may say "bday" too
     assert spelled_out("my hubby's appt") == "my hubby husband's appt appointment"
     assert spelled_out("a bdayx, a mobster") == "a bdayx, a mobster"  # whole words only
+
+
+def test_words_written_as_one_meet_words_written_as_two():
+    vocabulary = {term: n for n, term in enumerate(tokenize("rollback username pick drop car pet setup"))}
+    none = lambda word: []
+    rollback = [("rollback", 0.9)]
+    assert related_terms("how do I roll back", none, vocabulary) == {"roll": rollback, "back": rollback}
+    assert related_terms("my user name", none, vocabulary)["user"] == [(stem("username"), 0.9)]
+    assert related_terms("when is pickup", none, vocabulary) == {"pickup": [("pick", 0.9)]}  # a phrasal verb's noun
+    assert related_terms("how do I set up", none, vocabulary) == {"set": [("setup", 0.9)]}
+    assert related_terms("the new carpet", none, vocabulary) == {}  # not "car" and "pet"
+
+
+def test_a_question_finds_a_note_that_writes_its_two_words_as_one(tmp_path, bundled):
+    notes = [
+        "Rollback: `make rollback TAG=v1.5.3` (migrations are not reversed: check them first)",
+        "Deploy: tag the release, then `make deploy`",
+        "Always deploy to staging first and click through the sign-up page",
+        "Migrations are committed with the feature; squash only at a minor release",
+        "Releases are tagged vMAJOR.MINOR.PATCH",
+        "Release notes go in CHANGELOG.md before the tag",
+        "A bad release in May broke the sign-up page for a day",
+        "Release checklist: tests, staging, tag, deploy, announce",
+        "Back up the database before a release with `make backup`",
+    ]
+    chores = [Entity(f"Note {n}", "note", [f"{thing} on {day}"]) for n, (thing, day) in enumerate(_NOTES)]
+    store = store_with(tmp_path, "project", [Entity("Deployment", "convention", notes), *PEOPLE, *chores])
+    outcome = Searcher(bundled).search([Target("m", store)], "how do I roll back a bad release", "hybrid", 10, None)
+    assert first(outcome) == ("Deployment", notes[0]), [h.hit.observation for h in outcome.hits]
