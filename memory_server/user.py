@@ -111,8 +111,13 @@ def in_first_person(query: str, user: User) -> str:
     Mum"). What first-person questions need (the user's notes, their roles) then applies, and the user's name no
     longer matches everyone said to know them ("saw Sione once"). A name counts only capitalised ("Will", not
     "will"), unless the whole question is lower case."""
-    query = _PARENT.sub(functools.partial(_as_mine, query), query)
-    if not user.called:
+    query = _by_name(query, user.called)  # first: a user called "Dad" is not their own dad ("my Dad": "my me")
+    return _PARENT.sub(functools.partial(_as_mine, query), query)
+
+
+def _by_name(query: str, called: tuple[str, ...]) -> str:
+    """`query` with the user's names in `called` said as "me", and with 's as "my"."""
+    if not called:
         return query
     anyhow = query == query.lower()
 
@@ -121,7 +126,7 @@ def in_first_person(query: str, user: User) -> str:
             return match.group(0)
         return "my" if match.group(1) else "me"
 
-    names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in user.called)
+    names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in called)
     return re.sub(rf"\b(?:{names})(?:(['\u2019]s)\b|\b)", spoken, query, flags=re.IGNORECASE)
 
 

@@ -774,6 +774,24 @@ def test_a_first_name_someone_else_has_too_calls_no_one_the_user():
     assert in_first_person("when does rose visit", alone) == "when does me visit"
 
 
+def test_a_user_named_as_a_parent_is_called_by_name_not_made_their_own_parent():
+    # "Dad" was made "my Dad" first, then the name "Dad" in it "me": "what is my my blood type"
+    entities = [
+        Entity("Dad", "person", ["Lives in Cork", "Blood group O negative", "Works as a nurse"]),
+        Entity("Sam Hart", "person", ["Dad's son"]),
+    ]
+    user = _user_of(entities, [Relation("Dad", "Sam Hart", "parent of")])
+    assert user is not None and user.called == ("dad",)
+    assert in_first_person("what is Dad's blood type", user) == "what is my blood type"
+    assert in_first_person("where does dad live", user) == "where does me live"
+    mama = [
+        Entity("Mama Ngozi", "person", ["Lives in Lagos", "Trader", "Blood group B", "Born 1960"]),
+        Entity("Ada", "person", ["Daughter"]),
+    ]
+    user = _user_of(mama, [Relation("Mama Ngozi", "Ada", "parent of")])
+    assert in_first_person("what does Mama Ngozi sell", user) == "what does me sell"
+
+
 def _user_of(entities: list[Entity], relations: list[Relation]):
     graph = KnowledgeGraph()
     graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities)
