@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_server.answers import is_title
+from memory_server.answers import MONTHS, is_title
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
@@ -127,7 +127,8 @@ def _by_name(query: str, called: tuple[str, ...]) -> str:
         return "my" if match.group(1) else "me"
 
     names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in called)
-    return re.sub(rf"\b(?:{names})(?:(['\u2019]s)\b|\b)", spoken, query, flags=re.IGNORECASE)
+    # not a part of a hyphenated name ("Anne-Marie" is not "Marie")
+    return re.sub(rf"(?<!-)\b(?:{names})(?:(['\u2019]s)\b|\b)(?!-\w)", spoken, query, flags=re.IGNORECASE)
 
 
 def _as_mine(query: str, match: re.Match[str]) -> str:
@@ -160,17 +161,21 @@ def user_of(index: GraphIndex) -> User | None:
 
 def _callable(index: GraphIndex, selves: Sequence[int], names: tuple[str, ...]) -> tuple[str, ...]:
     """The names a question may call the user by (User.called): the full names of the user's entities and the
-    aliases their notes give, and the first names no other entity's name begins with ("Sione"; not "Tom" when
-    "Tom Baker" is a friend), longest first."""
+    aliases their notes give, and the first names, that are not months ("April"), no other entity's name begins
+    with ("Sione"; not "Tom" when "Tom Baker" is a friend, nor "Sione Taufa" when his son is "Sione Taufa Jr"),
+    longest first."""
     mine = set(selves)
     full = {e.name.strip().lower() for e in (index.entities[s] for s in selves) if len(e.name.split()) > 1}
     full.update(a.lower() for s in selves for o in index.entities[s].observations for a in _aliases(o) if " " in a)
 
-    def nobody_else(first: str) -> bool:
-        return all(n in mine or _first(index.entities[n].name) != first for n in index.names.holders(first))
+    def nobody_else(name: str) -> bool:  # no other entity's name is `name` or begins with its words
+        said = name.split()
+        return all(
+            n in mine or index.entities[n].name.lower().split()[: len(said)] != said for n in index.names.holders(name)
+        )
 
-    firsts = {n for n in names if n not in STOPWORDS and nobody_else(n)}
-    return tuple(sorted(full | firsts, key=len, reverse=True))
+    firsts = {n for n in names if n not in STOPWORDS and n not in MONTHS}
+    return tuple(sorted(filter(nobody_else, full | firsts), key=len, reverse=True))
 
 
 def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: Sequence[str]) -> list[int]:
