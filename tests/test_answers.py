@@ -44,6 +44,11 @@ def test_notes_hold_dates_times_places_and_numbers():
     for other in ("Married 2010-2018", "2025-08-14: refixed at 4.89%", "Born 22/10/1949", "Salary 33,400 SEK",
                   "Practice 10.30-12.00", "Version 1.6.0", "uppmax2025-2-187", "€1,050/month"):  # fmt: skip
         assert not has_shape(other, Shape.PHONE), other
+    # dates written day first, with dots or dashes, and years from and to, spaced
+    for date in ("Born 22.10.1949", "Geboren 22-10-1949", "Married 1998 - 2004", "Lived in Lyon 2010 \u2013 2015"):
+        assert not has_shape(date, Shape.PHONE), date
+    assert not any(has_shape(amount, Shape.PHONE) for amount in ("Sold for \u20ac1 250 000", "Prix 1 250 000 \u20ac"))
+    assert has_shape("Mobile 06.12.34.56.78", Shape.PHONE) and has_shape("Tel 087-123-4567", Shape.PHONE)
     # Names of months and days count capitalised only: a verb or a noun is not a date.
     assert not has_shape("I may go out in the sun", Shape.DATE)
     assert not any(has_shape("Hates coriander", shape) for shape in Shape)
