@@ -39,7 +39,8 @@ _ASKS = (
     (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
     (("when",), Shape.DATE),
     (("where",), Shape.PLACE),
-    (("number plate", "plate number", "registration number"), Shape.NUMBER),
+    # an amount or a count, of phones too ("how much is my phone bill")
+    (("number plate", "plate number", "registration number", "how much", "how many"), Shape.NUMBER),
     # someone's number is their phone's ("whats bryce's number", "the number for the GP"); "my IRD number" is not
     (("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"), Shape.PHONE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),

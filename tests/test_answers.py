@@ -21,6 +21,8 @@ from memory_server.answers import Shape, asked_shape, has_shape
         ("what's my IRD number", Shape.NUMBER),
         ("what's my number plate", Shape.NUMBER),
         ("what's the resource consent number for the bridge", Shape.NUMBER),
+        ("how much is my phone bill", Shape.NUMBER),  # an amount, not a phone number
+        ("how many mobile phones does the family have", Shape.NUMBER),
         ("who is my boss", None),
         ("what does my husband do", Shape.OCCUPATION),
         ("what did my dad do for work", Shape.OCCUPATION),

@@ -218,6 +218,19 @@ def test_the_number_of_the_one_a_question_names_answers_it(tmp_path):
         assert marked(outcome) == [answer], (question, marked(outcome))  # not Ama Mensah's
 
 
+def test_how_much_a_phone_costs_asks_no_ones_number(tmp_path):
+    # "how much is my phone bill" asked a phone number, and "bill" named Bill Evans: his number was marked, first
+    entities = [
+        *AOIFE,
+        Entity("Bill Evans", "person", ["Accountant, does the tax return", "Phone 09 444 1234"]),
+        Entity("Phone plan", "note", ["Bill Mobile, 35 euro a month, due on the 20th", "Unlimited data"]),
+    ]
+    store = store_with(tmp_path, "aoife", entities, AOIFE_RELATIONS)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "how much is my phone bill", "hybrid", 10, None)
+    assert ("Bill Evans", "Phone 09 444 1234") not in marked(outcome), marked(outcome)
+    assert answers(outcome, 1) == [("Phone plan", "Bill Mobile, 35 euro a month, due on the 20th")], answers(outcome)
+
+
 def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
     # Noah's birth is said in a note describing him ("Amina's son, born ..."), which reads far from "when is Noah's
     # birthday"; others' birthdays, and his dated notes, read nearer. By name, by a nickname his notes give, in
