@@ -83,6 +83,7 @@ _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 # What a child calls a parent or grandparent, said without whose ("ring mum", "dad's car"), is the speaker's
 _HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|grandpa|gran|grandad|granddad"
 _PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
+_AND_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\s+(?:and|or|&)\s+$", re.IGNORECASE)  # "mum and " before "dad"
 _WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
@@ -133,11 +134,17 @@ def _by_name(query: str, called: tuple[str, ...]) -> str:
 
 def _as_mine(query: str, match: re.Match[str]) -> str:
     """A parent's word matched in `query` as the speaker's ("my mum"), unless someone's ("Mele's mum", "a mum")."""
-    before = query[: match.start()]
+    return match.group(0) if _someones(query[: match.start()]) else f"my {match.group(0)}"
+
+
+def _someones(before: str) -> bool:
+    """Whether a parent's word said after `before` is someone's: after whose ("Mele's", "a"), or after "and" or "or"
+    and a parent's word that is ("Mele's mum and dad")."""
+    paired = _AND_PARENT.search(before)
+    if paired:
+        return _someones(before[: paired.start()])
     last = before.split()[-1].lower() if before.split() else ""
-    if before.endswith(("-", "'", "\u2019")) or last in _WHOSE or last.endswith(("'s", "\u2019s", "s'")):
-        return match.group(0)
-    return f"my {match.group(0)}"
+    return before.endswith(("-", "'", "\u2019")) or last in _WHOSE or last.endswith(("'s", "\u2019s", "s'"))
 
 
 def user_of(index: GraphIndex) -> User | None:

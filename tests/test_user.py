@@ -746,6 +746,8 @@ def test_mum_said_without_whose_is_the_users_mother(tmp_path, bundled):
         ("does the kids' mum know", "does the kids' mum know"),
         ("is a single dad entitled to it", "is a single dad entitled to it"),
         ("gift for a mum-to-be", "gift for a mum-to-be"),
+        ("did Ciara's mum and dad come", "did Ciara's mum and dad come"),  # both someone else's
+        ("did the kids' gran or grandad ring", "did the kids' gran or grandad ring"),
     ],
 )
 def test_questions_asked_of_the_user_in_the_third_person_are_read_in_the_first(question, asked):
