@@ -433,6 +433,8 @@ def test_chat_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("whens noahs bday") == "whens noahs bday birthday"  # a note may say "bday" too
     assert spelled_out("my hubby's appt") == "my hubby husband's appt appointment"
     assert spelled_out("a bdayx, a mobster") == "a bdayx, a mobster"  # whole words only
+    # ambiguous ones are left as said: "GF" is gluten-free on a menu, "BF" a best friend or breakfast
+    assert spelled_out("GF options nearby, BF at 8") == "GF options nearby, BF at 8"
 
 
 def test_the_users_name_alone_finds_the_user_not_names_holding_me(tmp_path, bundled):
