@@ -108,6 +108,7 @@ _OWN_BIRTH = re.compile(
 )
 _CLAUSE = re.compile(r"[,;:(]")
 _ASKS_BIRTH = re.compile(r"\bhow old\b|\b(?:born|birthday|bday|birthdate|date of birth|dob)\b")
+_BIRTHPLACE = re.compile(r"\bwhere\b|\b(?:what|which) (?:hospital|city|town|country|place)\b")  # "where was Vili born"
 _BIRTH = re.compile(
     r"\b(?:born|birthday|bday|birthdate|date of birth|dob|d\.o\.b)\b|(?:^|[\s(,;])b\.\s?\d", re.IGNORECASE
 )
@@ -131,8 +132,9 @@ def asks_own_birth(question: str) -> bool:
 
 def asks_birth(question: str) -> bool:
     """Whether a question asks someone's birth or age: "when is Noah's birthday", "how old is my son", "whens noahs
-    bday"; not "where's my birth certificate"."""
-    return _ASKS_BIRTH.search(" ".join(words(question))) is not None
+    bday"; not "where's my birth certificate", nor where they were born."""
+    said = " ".join(words(question))
+    return _ASKS_BIRTH.search(said) is not None and not _BIRTHPLACE.search(said)  # where is a place, not a date
 
 
 def says_birth(note: str) -> bool:

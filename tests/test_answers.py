@@ -167,3 +167,5 @@ def test_questions_about_anyones_birth():
         map(asks_birth, ["when is Noah's birthday", "how old is my son", "whens noahs bday", "when was Vili born"])
     )
     assert not any(map(asks_birth, ["where's my birth certificate", "what did Noah get for Christmas"]))
+    # where someone was born is a place: "Born 3 May 2015" does not answer it
+    assert not any(map(asks_birth, ["where was Vili born", "which hospital was Noah born in"]))

@@ -261,6 +261,14 @@ def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
         )
 
 
+def test_where_someone_was_born_is_not_marked_by_their_birth_date(tmp_path):
+    entities = [*AOIFE, Entity("Vili Taufa", "person", ["Born 3 May 2015", "Born in Middlemore Hospital, Auckland"])]
+    store = store_with(tmp_path, "aoife", entities, AOIFE_RELATIONS)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "where was Vili born", "hybrid", 10, None)
+    assert marked(outcome) == [], marked(outcome)
+    assert ("Vili Taufa", "Born in Middlemore Hospital, Auckland") in answers(outcome, 2), answers(outcome)
+
+
 def test_nonsense_still_returns_nothing(tmp_path):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
