@@ -107,6 +107,7 @@ _OWN_BIRTH = re.compile(
     r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth|birthdate|dob|date of birth)\b"
 )
 _CLAUSE = re.compile(r"[,;:(]")
+_KIN_NAMED = re.compile(r"\b([A-Za-z]+)\s+[A-Z][a-z]")  # a word before a name: "Daughter Ana", "son Vili"
 _ASKS_BIRTH = re.compile(r"\bhow old\b|\b(?:born|birthday|bday|birthdate|date of birth|dob)\b")
 _BIRTHPLACE = re.compile(r"\bwhere\b|\b(?:what|which) (?:hospital|city|town|country|place)\b")  # "where was Vili born"
 _BIRTH = re.compile(
@@ -143,15 +144,17 @@ def says_birth(note: str) -> bool:
     Ana born 2019"), nor a birthday without a date ("for his 16th birthday")."""
     dated = has_shape(note, Shape.DATE)
     return any(
-        (dated or _DIGIT.search(note[found.end() : found.end() + 12]))
-        and _own(_CLAUSE.split(note[: found.start()])[-1])
+        (dated or _DIGIT.search(note[found.end() : found.end() + 12])) and _own(note[: found.start()])
         for found in _BIRTH.finditer(note)
     )
 
 
-def _own(clause: str) -> bool:
-    """Whether the clause before a birth says it is another's: a possessive or a kinship word ("Mum's", "son")."""
-    return not any(word == "s" or kin(word) for word in words(clause))
+def _own(before: str) -> bool:
+    """Whether the text before a birth says it is another's: a possessive or a kinship word in its clause ("Mum's",
+    "son"), or a relative named before it ("Daughter Ana, born 2019": the user's note)."""
+    if any(kin(m.group(1).lower()) for m in _KIN_NAMED.finditer(before)):
+        return False
+    return not any(word == "s" or kin(word) for word in words(_CLAUSE.split(before)[-1]))
 
 
 def asking_words(shape: Shape) -> frozenset[str]:

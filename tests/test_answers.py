@@ -158,6 +158,10 @@ def test_questions_about_the_users_own_birth_and_notes_that_say_one():
     # a note describing its entity first says its own birth after a comma; a birthday with no date says none
     assert all(map(says_birth, ["Amina's son, Olivier's stepson, born 30/04/2016", "Mum; born 1957", "Birthday 12/05"]))
     assert not says_birth("Wants a 50cc scooter for his 16th birthday: the answer is no")
+    # the user's notes naming a relative, then their birth after a comma: the relative's ("how old am I" is not 6)
+    assert not any(
+        map(says_birth, ["Daughter Ana, born 12 June 2019", "Son Vili (born 2015)", "Wife Mele, b. 9 Jul 1987"])
+    )
 
 
 def test_questions_about_anyones_birth():
