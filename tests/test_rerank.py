@@ -269,6 +269,21 @@ def test_where_someone_was_born_is_not_marked_by_their_birth_date(tmp_path):
     assert ("Vili Taufa", "Born in Middlemore Hospital, Auckland") in answers(outcome, 2), answers(outcome)
 
 
+def test_a_list_of_numbers_a_question_names_is_not_read_whole():
+    # "the school" named the Contacts list by its note "St Mary's school office": all its 3000 numbers were added to
+    # the transformer's pool (40 s), and any of them was marked as the answer
+    from memory_server.graph import KnowledgeGraph
+    from memory_server.marks import named_answers
+    from memory_server.search import GraphIndex
+
+    graph = KnowledgeGraph()
+    numbers = [f"Contact {n}: 01 555 {n:04d}" for n in range(300)]
+    graph.create_entities([Entity("Contacts", "list", ["St Mary's school office", *numbers])])
+    index = GraphIndex(graph)
+    office = next(d for d, said in enumerate(index.observations) if said == "St Mary's school office")
+    assert named_answers(index, "what's the number for the school", [office], None) == []
+
+
 def test_nonsense_still_returns_nothing(tmp_path):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
