@@ -39,7 +39,8 @@ _ASKS = (
     (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
     (("when",), Shape.DATE),
     (("where",), Shape.PLACE),
-    (("number plate", "plate number", "registration number"), Shape.NUMBER),
+    # an amount or a count, of phones too ("how much is my phone bill")
+    (("number plate", "plate number", "registration number", "how much", "how many"), Shape.NUMBER),
     # someone's number is their phone's ("whats bryce's number", "the number for the GP"); "my IRD number" is not
     (("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"), Shape.PHONE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
@@ -93,16 +94,22 @@ _DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if na
 _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2}\s*(?:am|pm)?|\s*(?:am|pm))\b|\b\d{1,2}h\d{0,2}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
 _DIGIT = re.compile(r"\d")
-# Seven to fifteen digits in groups ("021 448 902", "(09) 255 0110", "+33 6 12 58 33 71"); not a date or years
-_PHONE = re.compile(r"(?<![\w/.,])\+?\(?\d[\d ().-]{5,}\d(?![\w/,])")
-_NOT_PHONE = re.compile(r"(?:19|20)\d\d[-./ ](?:\d\d[-./ ]\d\d|(?:19|20)\d\d)|\d[.:]\d\d ?[-\u2013] ?\d")
+# Seven to fifteen digits in groups ("021 448 902", "(09) 255 0110", "+33 6 12 58 33 71"); not an amount ("€1 250 000"),
+# a date ("2025-08-14", "22.10.1949"), years from and to ("2010 - 2015") or hours ("10.30-12.00")
+_PHONE = re.compile(r"(?<![\w/.,$\u00a3\u20ac])\+?\(?\d[\d ().-]{5,}\d(?![\w/,]| ?[$\u00a3\u20ac])")
+_NOT_PHONE = re.compile(
+    r"(?:19|20)\d\d[-./ ](?:\d\d[-./ ]\d\d|(?:19|20)\d\d)|\b\d\d?([.-])\d\d?\1(?:19|20)\d\d\b"
+    r"|(?:19|20)\d\d ?[-\u2013] ?(?:19|20)\d\d\b|\d[.:]\d\d ?[-\u2013] ?\d"
+)
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 _OWN_BIRTH = re.compile(
     r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth|birthdate|dob|date of birth)\b"
 )
 _CLAUSE = re.compile(r"[,;:(]")
+_KIN_NAMED = re.compile(r"\b([A-Za-z]+)\s+[A-Z][a-z]")  # a word before a name: "Daughter Ana", "son Vili"
 _ASKS_BIRTH = re.compile(r"\bhow old\b|\b(?:born|birthday|bday|birthdate|date of birth|dob)\b")
+_BIRTHPLACE = re.compile(r"\bwhere\b|\b(?:what|which) (?:hospital|city|town|country|place)\b")  # "where was Vili born"
 _BIRTH = re.compile(
     r"\b(?:born|birthday|bday|birthdate|date of birth|dob|d\.o\.b)\b|(?:^|[\s(,;])b\.\s?\d", re.IGNORECASE
 )
@@ -126,8 +133,9 @@ def asks_own_birth(question: str) -> bool:
 
 def asks_birth(question: str) -> bool:
     """Whether a question asks someone's birth or age: "when is Noah's birthday", "how old is my son", "whens noahs
-    bday"; not "where's my birth certificate"."""
-    return _ASKS_BIRTH.search(" ".join(words(question))) is not None
+    bday"; not "where's my birth certificate", nor where they were born."""
+    said = " ".join(words(question))
+    return _ASKS_BIRTH.search(said) is not None and not _BIRTHPLACE.search(said)  # where is a place, not a date
 
 
 def says_birth(note: str) -> bool:
@@ -136,15 +144,17 @@ def says_birth(note: str) -> bool:
     Ana born 2019"), nor a birthday without a date ("for his 16th birthday")."""
     dated = has_shape(note, Shape.DATE)
     return any(
-        (dated or _DIGIT.search(note[found.end() : found.end() + 12]))
-        and _own(_CLAUSE.split(note[: found.start()])[-1])
+        (dated or _DIGIT.search(note[found.end() : found.end() + 12])) and _own(note[: found.start()])
         for found in _BIRTH.finditer(note)
     )
 
 
-def _own(clause: str) -> bool:
-    """Whether the clause before a birth says it is another's: a possessive or a kinship word ("Mum's", "son")."""
-    return not any(word == "s" or kin(word) for word in words(clause))
+def _own(before: str) -> bool:
+    """Whether the text before a birth says it is another's: a possessive or a kinship word in its clause ("Mum's",
+    "son"), or a relative named before it ("Daughter Ana, born 2019": the user's note)."""
+    if any(kin(m.group(1).lower()) for m in _KIN_NAMED.finditer(before)):
+        return False
+    return not any(word == "s" or kin(word) for word in words(_CLAUSE.split(before)[-1]))
 
 
 def asking_words(shape: Shape) -> frozenset[str]:

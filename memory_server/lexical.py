@@ -42,11 +42,11 @@ FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
 
 
 # Chat shorthand for words a memory spells out ("steve's bday": "Birthday 4 May"): neither model reads it as the
-# word, and the question-word cues (memory_server.answers) would miss it. Only unambiguous ones ("mob" is a crowd).
+# word, and the question-word cues (memory_server.answers) would miss it. Only unambiguous ones ("mob" is a crowd,
+# "GF" gluten-free: "GF options nearby" found the girlfriend).
 _SHORTHAND = {
     "bday": "birthday", "bdays": "birthdays", "b-day": "birthday", "hubby": "husband", "appt": "appointment",
     "appts": "appointments", "tmrw": "tomorrow", "anniv": "anniversary", "bro": "brother", "sis": "sister",
-    "gf": "girlfriend", "bf": "boyfriend",
 }  # fmt: skip
 _SHORT = re.compile(
     r"\b(?:" + "|".join(sorted(map(re.escape, _SHORTHAND), key=len, reverse=True)) + r")\b", re.IGNORECASE

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from memory_server.search import GraphIndex
     from memory_server.user import User
 
+NAMED_AT_MOST = 8  # notes answering a phone or birthday question one entity may have: a person's, not a list's
+
 
 def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.ndarray, user: User | None) -> set[int]:
     """Those of `documents` with the shape of answer `query` asks for, of the one person it asks about: named by
@@ -123,7 +125,10 @@ def named_answers(index: GraphIndex, query: str, documents: list[int], user: Use
     starts, counts = index.name_doc, index.documents.counts
     found = []
     for owner in sorted(_named(index, documents, _names_in(query, shape))):
-        for d in range(int(starts[owner]), int(starts[owner] + counts[owner])):
-            if _answers(index.observations[d] or "", shape):
-                found.append(d)
+        own = range(int(starts[owner]), int(starts[owner] + counts[owner]))
+        answers = list(
+            itertools.islice((d for d in own if _answers(index.observations[d] or "", shape)), NAMED_AT_MOST + 1)
+        )
+        if len(answers) <= NAMED_AT_MOST:  # more: a list ("Contacts"), none of whose numbers the question names
+            found += answers
     return found

@@ -138,7 +138,7 @@ class GraphIndex(DocumentIndex):
         name contains the whole query come first."""
         if mode not in ("hybrid", "semantic"):
             raise ValueError(f"GraphIndex ranks in 'hybrid' or 'semantic' mode, not {mode!r} (see KeywordIndex)")
-        query = self.as_asked(query)
+        typed, query = query, self.as_asked(query)
         relevance, lexical, usual, spread = self.relevance(query, mode, embedder)
         order = relevance.copy()
         user = self.user if is_first_person(query) else None
@@ -149,7 +149,7 @@ class GraphIndex(DocumentIndex):
         bare, told = self._name_documents()
         order[told] = 0.0
         order[bare] = np.where(lexical[bare] > 0, relevance[bare], 0.0)
-        contains, equals = self._name_matches(query)
+        contains, equals = self._name_matches(typed)  # the name typed: "Sione" asked as "me" is not in "Mele"
         order[contains] = 1.0 + NAME_MATCH_RANK
         order[equals] = 1.0 + 2 * NAME_MATCH_RANK
         named = set(contains.tolist())

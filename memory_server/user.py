@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_server.answers import is_title
+from memory_server.answers import MONTHS, is_title
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
@@ -83,6 +83,7 @@ _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 # What a child calls a parent or grandparent, said without whose ("ring mum", "dad's car"), is the speaker's
 _HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|grandpa|gran|grandad|granddad"
 _PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
+_AND_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\s+(?:and|or|&)\s+$", re.IGNORECASE)  # "mum and " before "dad"
 _WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
@@ -111,8 +112,13 @@ def in_first_person(query: str, user: User) -> str:
     Mum"). What first-person questions need (the user's notes, their roles) then applies, and the user's name no
     longer matches everyone said to know them ("saw Sione once"). A name counts only capitalised ("Will", not
     "will"), unless the whole question is lower case."""
-    query = _PARENT.sub(functools.partial(_as_mine, query), query)
-    if not user.called:
+    query = _by_name(query, user.called)  # first: a user called "Dad" is not their own dad ("my Dad": "my me")
+    return _PARENT.sub(functools.partial(_as_mine, query), query)
+
+
+def _by_name(query: str, called: tuple[str, ...]) -> str:
+    """`query` with the user's names in `called` said as "me", and with 's as "my"."""
+    if not called:
         return query
     anyhow = query == query.lower()
 
@@ -121,17 +127,24 @@ def in_first_person(query: str, user: User) -> str:
             return match.group(0)
         return "my" if match.group(1) else "me"
 
-    names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in user.called)
-    return re.sub(rf"\b(?:{names})(?:(['\u2019]s)\b|\b)", spoken, query, flags=re.IGNORECASE)
+    names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in called)
+    # not a part of a hyphenated name ("Anne-Marie" is not "Marie")
+    return re.sub(rf"(?<!-)\b(?:{names})(?:(['\u2019]s)\b|\b)(?!-\w)", spoken, query, flags=re.IGNORECASE)
 
 
 def _as_mine(query: str, match: re.Match[str]) -> str:
     """A parent's word matched in `query` as the speaker's ("my mum"), unless someone's ("Mele's mum", "a mum")."""
-    before = query[: match.start()]
+    return match.group(0) if _someones(query[: match.start()]) else f"my {match.group(0)}"
+
+
+def _someones(before: str) -> bool:
+    """Whether a parent's word said after `before` is someone's: after whose ("Mele's", "a"), or after "and" or "or"
+    and a parent's word that is ("Mele's mum and dad")."""
+    paired = _AND_PARENT.search(before)
+    if paired:
+        return _someones(before[: paired.start()])
     last = before.split()[-1].lower() if before.split() else ""
-    if before.endswith(("-", "'", "\u2019")) or last in _WHOSE or last.endswith(("'s", "\u2019s", "s'")):
-        return match.group(0)
-    return f"my {match.group(0)}"
+    return before.endswith(("-", "'", "\u2019")) or last in _WHOSE or last.endswith(("'s", "\u2019s", "s'"))
 
 
 def user_of(index: GraphIndex) -> User | None:
@@ -155,17 +168,21 @@ def user_of(index: GraphIndex) -> User | None:
 
 def _callable(index: GraphIndex, selves: Sequence[int], names: tuple[str, ...]) -> tuple[str, ...]:
     """The names a question may call the user by (User.called): the full names of the user's entities and the
-    aliases their notes give, and the first names no other entity's name begins with ("Sione"; not "Tom" when
-    "Tom Baker" is a friend), longest first."""
+    aliases their notes give, and the first names, that are not months ("April"), no other entity's name begins
+    with ("Sione"; not "Tom" when "Tom Baker" is a friend, nor "Sione Taufa" when his son is "Sione Taufa Jr"),
+    longest first."""
     mine = set(selves)
     full = {e.name.strip().lower() for e in (index.entities[s] for s in selves) if len(e.name.split()) > 1}
     full.update(a.lower() for s in selves for o in index.entities[s].observations for a in _aliases(o) if " " in a)
 
-    def nobody_else(first: str) -> bool:
-        return all(n in mine or _first(index.entities[n].name) != first for n in index.names.holders(first))
+    def nobody_else(name: str) -> bool:  # no other entity's name is `name` or begins with its words
+        said = name.split()
+        return all(
+            n in mine or index.entities[n].name.lower().split()[: len(said)] != said for n in index.names.holders(name)
+        )
 
-    firsts = {n for n in names if n not in STOPWORDS and nobody_else(n)}
-    return tuple(sorted(full | firsts, key=len, reverse=True))
+    firsts = {n for n in names if n not in STOPWORDS and n not in MONTHS}
+    return tuple(sorted(filter(nobody_else, full | firsts), key=len, reverse=True))
 
 
 def _selves(index: GraphIndex, number: int, names: tuple[str, ...], full_names: Sequence[str]) -> list[int]:

@@ -21,6 +21,8 @@ from memory_server.answers import Shape, asked_shape, has_shape
         ("what's my IRD number", Shape.NUMBER),
         ("what's my number plate", Shape.NUMBER),
         ("what's the resource consent number for the bridge", Shape.NUMBER),
+        ("how much is my phone bill", Shape.NUMBER),  # an amount, not a phone number
+        ("how many mobile phones does the family have", Shape.NUMBER),
         ("who is my boss", None),
         ("what does my husband do", Shape.OCCUPATION),
         ("what did my dad do for work", Shape.OCCUPATION),
@@ -44,6 +46,11 @@ def test_notes_hold_dates_times_places_and_numbers():
     for other in ("Married 2010-2018", "2025-08-14: refixed at 4.89%", "Born 22/10/1949", "Salary 33,400 SEK",
                   "Practice 10.30-12.00", "Version 1.6.0", "uppmax2025-2-187", "€1,050/month"):  # fmt: skip
         assert not has_shape(other, Shape.PHONE), other
+    # dates written day first, with dots or dashes, and years from and to, spaced
+    for date in ("Born 22.10.1949", "Geboren 22-10-1949", "Married 1998 - 2004", "Lived in Lyon 2010 \u2013 2015"):
+        assert not has_shape(date, Shape.PHONE), date
+    assert not any(has_shape(amount, Shape.PHONE) for amount in ("Sold for \u20ac1 250 000", "Prix 1 250 000 \u20ac"))
+    assert has_shape("Mobile 06.12.34.56.78", Shape.PHONE) and has_shape("Tel 087-123-4567", Shape.PHONE)
     # Names of months and days count capitalised only: a verb or a noun is not a date.
     assert not has_shape("I may go out in the sun", Shape.DATE)
     assert not any(has_shape("Hates coriander", shape) for shape in Shape)
@@ -151,6 +158,10 @@ def test_questions_about_the_users_own_birth_and_notes_that_say_one():
     # a note describing its entity first says its own birth after a comma; a birthday with no date says none
     assert all(map(says_birth, ["Amina's son, Olivier's stepson, born 30/04/2016", "Mum; born 1957", "Birthday 12/05"]))
     assert not says_birth("Wants a 50cc scooter for his 16th birthday: the answer is no")
+    # the user's notes naming a relative, then their birth after a comma: the relative's ("how old am I" is not 6)
+    assert not any(
+        map(says_birth, ["Daughter Ana, born 12 June 2019", "Son Vili (born 2015)", "Wife Mele, b. 9 Jul 1987"])
+    )
 
 
 def test_questions_about_anyones_birth():
@@ -160,3 +171,5 @@ def test_questions_about_anyones_birth():
         map(asks_birth, ["when is Noah's birthday", "how old is my son", "whens noahs bday", "when was Vili born"])
     )
     assert not any(map(asks_birth, ["where's my birth certificate", "what did Noah get for Christmas"]))
+    # where someone was born is a place: "Born 3 May 2015" does not answer it
+    assert not any(map(asks_birth, ["where was Vili born", "which hospital was Noah born in"]))

@@ -218,6 +218,19 @@ def test_the_number_of_the_one_a_question_names_answers_it(tmp_path):
         assert marked(outcome) == [answer], (question, marked(outcome))  # not Ama Mensah's
 
 
+def test_how_much_a_phone_costs_asks_no_ones_number(tmp_path):
+    # "how much is my phone bill" asked a phone number, and "bill" named Bill Evans: his number was marked, first
+    entities = [
+        *AOIFE,
+        Entity("Bill Evans", "person", ["Accountant, does the tax return", "Phone 09 444 1234"]),
+        Entity("Phone plan", "note", ["Bill Mobile, 35 euro a month, due on the 20th", "Unlimited data"]),
+    ]
+    store = store_with(tmp_path, "aoife", entities, AOIFE_RELATIONS)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "how much is my phone bill", "hybrid", 10, None)
+    assert ("Bill Evans", "Phone 09 444 1234") not in marked(outcome), marked(outcome)
+    assert answers(outcome, 1) == [("Phone plan", "Bill Mobile, 35 euro a month, due on the 20th")], answers(outcome)
+
+
 def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
     # Noah's birth is said in a note describing him ("Amina's son, born ..."), which reads far from "when is Noah's
     # birthday"; others' birthdays, and his dated notes, read nearer. By name, by a nickname his notes give, in
@@ -246,6 +259,29 @@ def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
             question,
             answers(outcome, 10),
         )
+
+
+def test_where_someone_was_born_is_not_marked_by_their_birth_date(tmp_path):
+    entities = [*AOIFE, Entity("Vili Taufa", "person", ["Born 3 May 2015", "Born in Middlemore Hospital, Auckland"])]
+    store = store_with(tmp_path, "aoife", entities, AOIFE_RELATIONS)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "where was Vili born", "hybrid", 10, None)
+    assert marked(outcome) == [], marked(outcome)
+    assert ("Vili Taufa", "Born in Middlemore Hospital, Auckland") in answers(outcome, 2), answers(outcome)
+
+
+def test_a_list_of_numbers_a_question_names_is_not_read_whole():
+    # "the school" named the Contacts list by its note "St Mary's school office": all its 3000 numbers were added to
+    # the transformer's pool (40 s), and any of them was marked as the answer
+    from memory_server.graph import KnowledgeGraph
+    from memory_server.marks import named_answers
+    from memory_server.search import GraphIndex
+
+    graph = KnowledgeGraph()
+    numbers = [f"Contact {n}: 01 555 {n:04d}" for n in range(300)]
+    graph.create_entities([Entity("Contacts", "list", ["St Mary's school office", *numbers])])
+    index = GraphIndex(graph)
+    office = next(d for d, said in enumerate(index.observations) if said == "St Mary's school office")
+    assert named_answers(index, "what's the number for the school", [office], None) == []
 
 
 def test_nonsense_still_returns_nothing(tmp_path):

@@ -433,6 +433,8 @@ def test_chat_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("whens noahs bday") == "whens noahs bday birthday"  # a note may say "bday" too
     assert spelled_out("my hubby's appt") == "my hubby husband's appt appointment"
     assert spelled_out("a bdayx, a mobster") == "a bdayx, a mobster"  # whole words only
+    # ambiguous ones are left as said: "GF" is gluten-free on a menu, "BF" a best friend or breakfast
+    assert spelled_out("GF options nearby, BF at 8") == "GF options nearby, BF at 8"
 
 
 def test_words_written_as_one_meet_words_written_as_two():
@@ -462,3 +464,20 @@ def test_a_question_finds_a_note_that_writes_its_two_words_as_one(tmp_path, bund
     store = store_with(tmp_path, "project", [Entity("Deployment", "convention", notes), *PEOPLE, *chores])
     outcome = Searcher(bundled).search([Target("m", store)], "how do I roll back a bad release", "hybrid", 10, None)
     assert first(outcome) == ("Deployment", notes[0]), [h.hit.observation for h in outcome.hits]
+
+
+def test_the_users_name_alone_finds_the_user_not_names_holding_me(tmp_path, bundled):
+    # A question calling the user by name is read in the first person ("Sione": "me"), but a name match is of the
+    # query as typed: "me" is in "Mele Taufa", "James Meads" and "Home", none of them Sione.
+    entities = [
+        Entity("Sione Taufa", "person", ["Lives in Auckland", "Works as a builder", "Blood type O+"]),
+        Entity("Mele Taufa", "person", ["Sione's wife", "Nurse at Middlemore"]),
+        Entity("James Meads", "person", ["Rugby mate"]),
+        Entity("Home", "place", ["Mortgage with ASB"]),
+    ]
+    relations = [Relation("Sione Taufa", "Mele Taufa", "married to"), Relation("Sione Taufa", "James Meads", "knows")]
+    store = store_with(tmp_path, "sione", entities, relations)
+    for query in ("Sione", "Sione Taufa"):
+        outcome = Searcher(bundled).search([Target("m", store)], query, "hybrid", 10, None)
+        assert outcome.hits[0].hit.entity.name == "Sione Taufa", [h.hit.entity.name for h in outcome.hits]
+        assert "Home" not in {h.hit.entity.name for h in outcome.hits}

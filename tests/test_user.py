@@ -746,6 +746,8 @@ def test_mum_said_without_whose_is_the_users_mother(tmp_path, bundled):
         ("does the kids' mum know", "does the kids' mum know"),
         ("is a single dad entitled to it", "is a single dad entitled to it"),
         ("gift for a mum-to-be", "gift for a mum-to-be"),
+        ("did Ciara's mum and dad come", "did Ciara's mum and dad come"),  # both someone else's
+        ("did the kids' gran or grandad ring", "did the kids' gran or grandad ring"),
     ],
 )
 def test_questions_asked_of_the_user_in_the_third_person_are_read_in_the_first(question, asked):
@@ -772,6 +774,55 @@ def test_a_first_name_someone_else_has_too_calls_no_one_the_user():
     # a name is a word too: capitalised only, unless the question capitalises nothing
     assert in_first_person("When does the rose by Rose's door bloom", alone) == "When does the rose by my door bloom"
     assert in_first_person("when does rose visit", alone) == "when does me visit"
+
+
+def test_a_user_named_as_a_parent_is_called_by_name_not_made_their_own_parent():
+    # "Dad" was made "my Dad" first, then the name "Dad" in it "me": "what is my my blood type"
+    entities = [
+        Entity("Dad", "person", ["Lives in Cork", "Blood group O negative", "Works as a nurse"]),
+        Entity("Sam Hart", "person", ["Dad's son"]),
+    ]
+    user = _user_of(entities, [Relation("Dad", "Sam Hart", "parent of")])
+    assert user is not None and user.called == ("dad",)
+    assert in_first_person("what is Dad's blood type", user) == "what is my blood type"
+    assert in_first_person("where does dad live", user) == "where does me live"
+    mama = [
+        Entity("Mama Ngozi", "person", ["Lives in Lagos", "Trader", "Blood group B", "Born 1960"]),
+        Entity("Ada", "person", ["Daughter"]),
+    ]
+    user = _user_of(mama, [Relation("Mama Ngozi", "Ada", "parent of")])
+    assert in_first_person("what does Mama Ngozi sell", user) == "what does me sell"
+
+
+def test_a_first_name_that_is_a_month_calls_no_one_the_user():
+    # "April" in "what did I book for April" is the month ("for me"); "April Jones" is still the user
+    entities = [
+        Entity("April Jones", "person", ["Lives in Cardiff", "Blood group O negative", "Works as a nurse"]),
+        Entity("Tom Jones", "person", ["April's husband"]),
+    ]
+    user = _user_of(entities, [Relation("April Jones", "Tom Jones", "married to")])
+    assert user is not None and user.called == ("april jones",)
+    assert in_first_person("what did I book for April", user) == "what did I book for April"
+    assert in_first_person("what is April Jones's blood type", user) == "what is my blood type"
+
+
+def test_the_users_name_inside_anothers_longer_name_calls_no_one():
+    # "Anne-Marie" is not "Marie", "Sione Taufa Jr" not "Sione Taufa": "what does Anne-me do", "when is me Jr's ..."
+    marie = Entity("Marie Dubois", "person", ["Lives in Lyon", "Blood group O negative", "Works as a nurse"])
+    cousin = Entity("Anne-Marie Roy", "person", ["Marie's cousin"])
+    user = _user_of([marie, cousin], [Relation("Marie Dubois", "Anne-Marie Roy", "knows")])
+    assert user is not None and user.called == ("marie dubois", "marie")
+    assert in_first_person("what does Anne-Marie do", user) == "what does Anne-Marie do"
+    assert in_first_person("where is Marie-Dubois-Roy", user) == "where is Marie-Dubois-Roy"
+    assert in_first_person("what does Marie do", user) == "what does me do"
+    junior = Entity("Marie Dubois Jr", "person", ["Marie's daughter", "Born 2015"])
+    relations = [
+        Relation("Marie Dubois", "Marie Dubois Jr", "parent of"),
+        Relation("Marie Dubois", "Anne-Marie Roy", "knows"),
+    ]
+    user = _user_of([marie, junior, cousin], relations)
+    assert user is not None and user.called == ()
+    assert in_first_person("when is Marie Dubois Jr's birthday", user) == "when is Marie Dubois Jr's birthday"
 
 
 def _user_of(entities: list[Entity], relations: list[Relation]):
