@@ -22,7 +22,7 @@ from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
 from memory_server.lazy import lazy_module
-from memory_server.lexical import FIRST_PERSON, STOPWORDS, words
+from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, words
 from memory_server.user_facts import (
     USER_NAMES,
     called_by,
@@ -116,6 +116,12 @@ def in_first_person(query: str, user: User) -> str:
     return _PARENT.sub(functools.partial(_as_mine, query), query)
 
 
+def may_call(query: str, called: tuple[str, ...]) -> bool:
+    """Whether `in_first_person` may change `query` for a user `called` so, or the question is in the first person
+    (both need the user)."""
+    return is_first_person(query) or bool(_PARENT.search(query)) or bool(called and _naming(called).search(query))
+
+
 def _by_name(query: str, called: tuple[str, ...]) -> str:
     """`query` with the user's names in `called` said as "me", and with 's as "my"."""
     if not called:
@@ -127,9 +133,15 @@ def _by_name(query: str, called: tuple[str, ...]) -> str:
             return match.group(0)
         return "my" if match.group(1) else "me"
 
+    return _naming(called).sub(spoken, query)
+
+
+@functools.lru_cache(maxsize=64)
+def _naming(called: tuple[str, ...]) -> re.Pattern[str]:
+    """The user's names in `called` as a pattern, with 's after them (group 1); not a part of a hyphenated name
+    ("Anne-Marie" is not "Marie")."""
     names = "|".join(r"\s+".join(map(re.escape, name.split())) for name in called)
-    # not a part of a hyphenated name ("Anne-Marie" is not "Marie")
-    return re.sub(rf"(?<!-)\b(?:{names})(?:(['\u2019]s)\b|\b)(?!-\w)", spoken, query, flags=re.IGNORECASE)
+    return re.compile(rf"(?<!-)\b(?:{names})(?:(['\u2019]s)\b|\b)(?!-\w)", re.IGNORECASE)
 
 
 def _as_mine(query: str, match: re.Match[str]) -> str:

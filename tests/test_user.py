@@ -847,3 +847,19 @@ def test_an_ex_wife_is_asked_for_as_such_and_the_wife_as_the_wife(tmp_path, bund
     assert ("Sandrine Lefort", "Mobile 06 45 90 11 27") in found[:2] and found[0][0] == "Sandrine Lefort", found
     found = search(tmp_path, bundled, [*entities, *distractors()], relations, "what's my wife's number")
     assert found[0] == ("Amina Benali", "Mobile 06 12 58 33 71"), found
+
+
+def test_after_a_write_only_a_question_that_may_call_the_user_finds_them_again(tmp_path, bundled):
+    # Finding the user again costs ~30 ms at 200k observations: a question that names no one the user was called,
+    # says no "mum" and no "I" leaves it for later; one that calls them by name reads them again, as they are now.
+    store = GraphStore(tmp_path / "memory.jsonl")
+    store.mutate(lambda g: (g.create_entities(copied(ASKED_OF)), g.create_relations(TERSE_RELATIONS)))
+    searcher = Searcher(bundled)
+    ask = lambda question: searcher.search([Target("m", store)], question, "hybrid", 10, None)  # noqa: E731
+    ask("what blood type is Aoife")
+    store.mutate(lambda g: g.add_observations([("Ciara Walsh", ["Lives in Galway"])]))
+    ask("who lives in Galway")
+    assert searcher.holds(store)._user is False  # not looked for
+    found = ask("what blood type is Aoife")
+    assert searcher.holds(store)._user is not False
+    assert (found.hits[0].hit.entity.name, found.hits[0].hit.observation) == ("default_user", "Blood group A positive")
