@@ -22,7 +22,7 @@ from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
 from memory_server.lazy import lazy_module
-from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, words
+from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, stem, words
 from memory_server.user_facts import (
     USER_NAMES,
     called_by,
@@ -445,6 +445,8 @@ def _role_of_other(kind: str, user_is_source: bool) -> str:
     if len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
         return CONVERSE[parts[-2]]
     other = kinship.converse(" ".join(parts[:-1])) if len(parts) >= 2 and parts[-1] == "of" else None
+    if len(parts) == 2 and parts[1] == "by":  # the user "supervised by" Lena: she is the supervisor
+        other = _doer(parts[0])
     return other or said  # the user "husband of" Roisin: she is the user's spouse, not their husband
 
 
@@ -483,7 +485,7 @@ def _roles(
             for number, role in _in_laws(index, roles, numbers, said).items():
                 if number not in selves:
                     roles[number] = frozenset(role.union(roles.get(number, ())))
-        found.append(roles)
+        found.append({number: role for number, role in roles.items() if role})
     return found[0], found[1]
 
 
@@ -522,8 +524,26 @@ def _related(
         if other is None or other not in numbers or other in me:
             continue
         if converse or source not in me or not _names_the_user(kind):
-            roles.setdefault(numbers[other], set()).add(_role_of_other(kind, converse and source in me))
+            found = roles.setdefault(numbers[other], set())
+            if not (converse and source in me and _acts_as(kind)):
+                found.add(_role_of_other(kind, converse and source in me))
     return roles
+
+
+def _acts_as(kind: str) -> bool:
+    """Whether a relation type is a verb whose doer has a job title ("supervises": supervisor, "manages": manager,
+    "mentors", "teaches"): from the user, it says what the user is to the other, not the other to the user (the
+    student the user "supervises" is no "my supervisor", though a static model puts the words side by side)."""
+    said = _relation_words(kind).split()
+    if len(said) != 1 or not said[0].endswith("s") or said[0].endswith("ss"):
+        return False
+    return _doer(said[0]) is not None
+
+
+def _doer(verb: str) -> str | None:
+    """The job title of one who does what `verb` says ("supervises", "supervised": supervisor), if there is one."""
+    root = stem(verb)
+    return next((root + end for end in ("", "er", "r", "or") if is_title(root + end)), None)
 
 
 def _called(

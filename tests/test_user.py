@@ -162,7 +162,8 @@ def test_names_and_roles_of_the_user():
     user = GraphIndex(graph).user
     assert user is not None and user.names == ("tomasz", "tom")
     roles = {GraphIndex(graph).entities[n].name: set(r) for n, r in user.roles.items()}
-    assert roles == {"Ada": {"sister"}, "Mia": {"godchild"}, "Rex": {"owns", "pet"}, "Sam": {"knows"}}
+    # the user "owns" Rex: Rex is the user's pet, not their owner (whom a question about "my owner" would ask for)
+    assert roles == {"Ada": {"sister"}, "Mia": {"godchild"}, "Rex": {"pet"}, "Sam": {"knows"}}
 
 
 # The official prompt's style: the user is "default_user", notes are terse, family and work held in relations, and
@@ -863,3 +864,27 @@ def test_after_a_write_only_a_question_that_may_call_the_user_finds_them_again(t
     found = ask("what blood type is Aoife")
     assert searcher.holds(store)._user is not False
     assert (found.hits[0].hit.entity.name, found.hits[0].hit.observation) == ("default_user", "Blood group A positive")
+
+
+def test_whom_the_user_supervises_is_not_their_supervisor(tmp_path, bundled):
+    # To the static model "supervises" is as near "supervisor" as "supervised by": the student came first.
+    entities = [
+        Entity("Dimitra Papadaki", "person", ["PhD student in plant ecology", "Lives in Uppsala"]),
+        Entity("Lena Ekström", "person", ["Professor of plant ecology", "1:1 with Dimitra every second Wednesday"]),
+        Entity("Ebba Nilsson", "person", ["Master's student on bumblebees", "Meets Dimitra on Thursdays"]),
+        Entity("Ekström lab", "group", ["Lab meeting on Mondays"]),
+    ]
+    relations = [
+        Relation("Dimitra Papadaki", "Lena Ekström", "supervised by"),
+        Relation("Dimitra Papadaki", "Ebba Nilsson", "supervises"),
+        Relation("Dimitra Papadaki", "Ekström lab", "leads"),  # the user leads it: it is no "leader" of theirs
+    ]
+    graph = KnowledgeGraph()
+    graph.create_entities(copied([*entities, *distractors()]))
+    graph.create_relations(relations)
+    index = GraphIndex(graph)
+    roles = {index.entities[n].name: set(r) for n, r in index.user.roles.items()}
+    assert "supervisor" in roles["Lena Ekström"] and "supervises" not in roles["Ebba Nilsson"], roles
+    assert "leads" not in roles["Ekström lab"], roles
+    found = search(tmp_path, bundled, [*entities, *distractors()], relations, "who is my supervisor")
+    assert found[0][0] == "Lena Ekström" and "Ebba Nilsson" not in {name for name, _ in found[:3]}, found
