@@ -35,10 +35,12 @@ NAMED_AT_MOST = 8  # notes answering a phone or birthday question one entity may
 def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.ndarray, user: User | None) -> set[int]:
     """Those of `documents` with the shape of answer `query` asks for, of the one person it asks about: named by
     a kinship word or a job title in a first-person question ("my husband", "my dentist": those search._shaped
-    raises), or by name when it asks for a job ("what does Gráinne do"). The user's own notes only for a job
+    raises), or by name (or by what their notes say) when it asks for a job, a phone number or a birthday ("what
+    does Gráinne do", "the plumber's number", "when is Noah's birthday"). The user's own notes only for a job
     ("what's my job": "Senior data engineer at Brightwave") or their birth ("how old am I": "b. 3 Aug 1990"): they
     answer questions of every kind ("where did I work before": four of Aoife's notes hold a place), and for another
-    shape the mark would lift them all; nor, but for a job, a named entity's: its every dated note has a date."""
+    shape the mark would lift them all; nor, for a date, all of a named entity's dated notes: only those saying a
+    birth."""
     shape = asked_shape(query)
     if shape is None or _through_another(query):
         return set()
