@@ -104,7 +104,7 @@ _NOT_PHONE = re.compile(
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 _OWN_BIRTH = re.compile(
-    r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth|birthdate|dob|date of birth)\b"
+    r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth(?! cert)|birthdate|dob|date of birth)\b"
 )
 _CLAUSE = re.compile(r"[,;:(]")
 _KIN_NAMED = re.compile(r"\b([A-Za-z]+)\s+[A-Z][a-z]")  # a word before a name: "Daughter Ana", "son Vili"
@@ -127,7 +127,8 @@ def asked_shape(question: str) -> Shape | None:
 
 def asks_own_birth(question: str) -> bool:
     """Whether a question asks the user's birth or age: "how old am I", "when's my birthday", "when was I born",
-    "what's my date of birth"; not "how old is my son"."""
+    "what's my date of birth", "where was I born" (a note that says a birth says where, if any does); not "how old
+    is my son", "my birth certificate"."""
     return _OWN_BIRTH.search(" ".join(words(question))) is not None
 
 

@@ -151,6 +151,7 @@ def test_questions_about_the_users_own_birth_and_notes_that_say_one():
         map(asks_own_birth, ["how old am I", "when's my birthday", "when was I born", "what's my date of birth"])
     )
     assert not any(map(asks_own_birth, ["how old is my son", "when is my son's birthday", "when was Vili born"]))
+    assert not any(map(asks_own_birth, ["where's my birth certificate", "what's my birth cert number"]))
     assert all(map(says_birth, ["Born 9 April 1989", "b. 3 Aug 1990, Sligo", "Birthday 12 May", "DOB 1990-08-03"]))
     assert not any(map(says_birth, ["NZ citizen since 2008; still Tongan by birth", "Stillborn calf", "Bob. 3 apples"]))
     # the user's notes about another's birth: a relative's, one named with 's
