@@ -94,8 +94,8 @@ _DAYS = {name.lower() for name in [*calendar.day_name, *calendar.day_abbr] if na
 _CLOCK = re.compile(r"\b\d{1,2}(?::\d{2}\s*(?:am|pm)?|\s*(?:am|pm))\b|\b\d{1,2}h\d{0,2}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
 _DIGIT = re.compile(r"\d")
-# Seven to fifteen digits in groups ("021 448 902", "(09) 255 0110", "+33 6 12 58 33 71"); not an amount ("€1 250 000"),
-# a date ("2025-08-14", "22.10.1949"), years from and to ("2010 - 2015") or hours ("10.30-12.00")
+# Seven to fifteen digits in groups ("021 448 902", "(09) 255 0110", "+33 6 12 58 33 71"); not an amount
+# ("€1 250 000"), a date ("2025-08-14", "22.10.1949"), years from and to ("2010 - 2015") or hours ("10.30-12.00")
 _PHONE = re.compile(r"(?<![\w/.,$\u00a3\u20ac])\+?\(?\d[\d ().-]{5,}\d(?![\w/,]| ?[$\u00a3\u20ac])")
 _NOT_PHONE = re.compile(
     r"(?:19|20)\d\d[-./ ](?:\d\d[-./ ]\d\d|(?:19|20)\d\d)|\b\d\d?([.-])\d\d?\1(?:19|20)\d\d\b"
@@ -103,16 +103,13 @@ _NOT_PHONE = re.compile(
 )
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
-_OWN_BIRTH = re.compile(
-    r"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birthday|bday|birth(?! cert)|birthdate|dob|date of birth)\b"
-)
+_BIRTH_WORDS = "born|birthday|bday|birthdate|date of birth|dob"  # what asks a birth, and what says one
+_OWN_BIRTH = re.compile(rf"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birth(?! cert)|{_BIRTH_WORDS})\b")
 _CLAUSE = re.compile(r"[,;:(]")
 _KIN_NAMED = re.compile(r"\b([A-Za-z]+)\s+[A-Z][a-z]")  # a word before a name: "Daughter Ana", "son Vili"
-_ASKS_BIRTH = re.compile(r"\bhow old\b|\b(?:born|birthday|bday|birthdate|date of birth|dob)\b")
+_ASKS_BIRTH = re.compile(rf"\bhow old\b|\b(?:{_BIRTH_WORDS})\b")
 _BIRTHPLACE = re.compile(r"\bwhere\b|\b(?:what|which) (?:hospital|city|town|country|place)\b")  # "where was Vili born"
-_BIRTH = re.compile(
-    r"\b(?:born|birthday|bday|birthdate|date of birth|dob|d\.o\.b)\b|(?:^|[\s(,;])b\.\s?\d", re.IGNORECASE
-)
+_BIRTH = re.compile(rf"\b(?:{_BIRTH_WORDS}|d\.o\.b)\b|(?:^|[\s(,;])b\.\s?\d", re.IGNORECASE)
 
 
 def asked_shape(question: str) -> Shape | None:

@@ -38,7 +38,8 @@ for _kind, _words in {
 # The relative at the other end of each kind: the user "husband of" Roisin makes Roisin the user's spouse.
 _CONVERSE = {
     "parent": "child", "child": "parent", "step parent": "step child", "step child": "step parent",
-    "spouse": "spouse", "ex spouse": "ex spouse", "sibling": "sibling", "grandparent": "grandchild", "grandchild": "grandparent",
+    "spouse": "spouse", "ex spouse": "ex spouse", "sibling": "sibling",
+    "grandparent": "grandchild", "grandchild": "grandparent",
     "aunt or uncle": "niece or nephew", "niece or nephew": "aunt or uncle", "cousin": "cousin",
     "godparent": "godchild", "godchild": "godparent",
     "parent in law": "child in law", "child in law": "parent in law", "sibling in law": "sibling in law",

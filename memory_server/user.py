@@ -68,7 +68,7 @@ CONVERSE = {
     "father": "child", "grandchild": "grandparent", "grandparent": "grandchild", "patient": "doctor",
     "student": "teacher", "pupil": "teacher", "teacher": "student", "employee": "employer", "client": "provider",
     "mentee": "mentor", "mentor": "mentee", "tenant": "landlord", "landlord": "tenant",
-    "reports to": "manager", "managed by": "manager", "works for": "employer", "mentored by": "mentor",
+    "reports to": "manager", "works for": "employer", "mentored by": "mentor",  # "managed by": _doer
     "godparent": "godchild", "godmother": "godchild", "godfather": "godchild", "godchild": "godparent",
     "godson": "godparent", "goddaughter": "godparent",
 }  # fmt: skip
@@ -444,9 +444,9 @@ def _role_of_other(kind: str, user_is_source: bool) -> str:
         return CONVERSE[said]
     if len(parts) >= 2 and parts[-1] == "of" and parts[-2] in CONVERSE:
         return CONVERSE[parts[-2]]
-    other = kinship.converse(" ".join(parts[:-1])) if len(parts) >= 2 and parts[-1] == "of" else None
     if len(parts) == 2 and parts[1] == "by":  # the user "supervised by" Lena: she is the supervisor
-        other = _doer(parts[0])
+        return _doer(parts[0]) or said
+    other = kinship.converse(" ".join(parts[:-1])) if len(parts) >= 2 and parts[-1] == "of" else None
     return other or said  # the user "husband of" Roisin: she is the user's spouse, not their husband
 
 

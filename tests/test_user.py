@@ -291,11 +291,16 @@ def test_what_the_memory_calls_others_after_the_user_is_read_only_for_questions_
     assert {"younger", "brother"} <= user.roles[hector] and hector not in user.said
 
 
-def selves_of(entities: list[Entity], relations: list[Relation] = ()) -> set[str]:
+def index_of(entities: list[Entity], relations: list[Relation] = ()) -> GraphIndex:
+    """A search index of a graph of copies of `entities` and `relations`."""
     graph = KnowledgeGraph()
-    graph.create_entities(entities)
+    graph.create_entities(copied(entities))
     graph.create_relations(list(relations))
-    index = GraphIndex(graph)
+    return GraphIndex(graph)
+
+
+def selves_of(entities: list[Entity], relations: list[Relation] = ()) -> set[str]:
+    index = index_of(entities, relations)
     return {index.entities[n].name for n in index.user.selves}
 
 
@@ -700,10 +705,7 @@ def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
 
 def reached(bundled, entities: list[Entity], relations: list[Relation], question: str) -> set[str]:
     """The entities user.role_documents reaches for a question."""
-    graph = KnowledgeGraph()
-    graph.create_entities(entities)
-    graph.create_relations(relations)
-    index = GraphIndex(graph)
+    index = index_of(entities, relations)
     embedder, _ = bundled.get()
     documents, _ = role_documents(index, index.user, question, embedder)
     return {index.entities[index.owner[d]].name for d in documents}
@@ -827,10 +829,7 @@ def test_the_users_name_inside_anothers_longer_name_calls_no_one():
 
 
 def _user_of(entities: list[Entity], relations: list[Relation]):
-    graph = KnowledgeGraph()
-    graph.create_entities(Entity(e.name, e.entity_type, list(e.observations)) for e in entities)
-    graph.create_relations(relations)
-    return GraphIndex(graph).user
+    return index_of(entities, relations).user
 
 
 def test_an_ex_wife_is_asked_for_as_such_and_the_wife_as_the_wife(tmp_path, bundled):
@@ -856,7 +855,7 @@ def test_after_a_write_only_a_question_that_may_call_the_user_finds_them_again(t
     store = GraphStore(tmp_path / "memory.jsonl")
     store.mutate(lambda g: (g.create_entities(copied(ASKED_OF)), g.create_relations(TERSE_RELATIONS)))
     searcher = Searcher(bundled)
-    ask = lambda question: searcher.search([Target("m", store)], question, "hybrid", 10, None)  # noqa: E731
+    ask = lambda question: searcher.search([Target("m", store)], question, "hybrid", 10, None)
     ask("what blood type is Aoife")
     store.mutate(lambda g: g.add_observations([("Ciara Walsh", ["Lives in Galway"])]))
     ask("who lives in Galway")
@@ -879,10 +878,7 @@ def test_whom_the_user_supervises_is_not_their_supervisor(tmp_path, bundled):
         Relation("Dimitra Papadaki", "Ebba Nilsson", "supervises"),
         Relation("Dimitra Papadaki", "Ekström lab", "leads"),  # the user leads it: it is no "leader" of theirs
     ]
-    graph = KnowledgeGraph()
-    graph.create_entities(copied([*entities, *distractors()]))
-    graph.create_relations(relations)
-    index = GraphIndex(graph)
+    index = index_of([*entities, *distractors()], relations)
     roles = {index.entities[n].name: set(r) for n, r in index.user.roles.items()}
     assert "supervisor" in roles["Lena Ekström"] and "supervises" not in roles["Ebba Nilsson"], roles
     assert "leads" not in roles["Ekström lab"], roles
