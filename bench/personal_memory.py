@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Ten personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Eleven personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -40,6 +40,13 @@ entities, written as an assistant would have stored it, with questions asked as 
   all three contexts) with some full sentences naming him, topic entities ("Health", "Flat", "Caravan", "Money",
   "Piano"), facts only in relations (wife, dog, GP), dated and updated notes (phone, insulin dose, sensor, rent, a
   caravan decision, his school), French formats and words, near-duplicate birthdays, doctors, cars and phone numbers.
+- `lindiwe` (dev, round 14, written blind): Lindiwe Khumalo's (an ALS paramedic in Cape Town on a platoon rota of two
+  days, two nights and four off, moved from one EMS station to another, so two station managers; divorced, a son on
+  alternate weeks and a toddler with her, her mother in frail care, a tenant in the garden cottage, a dog,
+  hypothyroidism; first aid courses on her off days; her project is rooster, a Go service that merges the rota and the
+  custody weeks into a calendar feed), terse notes about "default_user" at home and full sentences about "Lindiwe
+  Khumalo" at work, topic entities ("Health", "Car", "House", "Money", "Kids' school", "Documents"), facts in
+  relations, dated and updated notes (phone, dose, car, rent, care fees, handover), South African formats and words.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -48,7 +55,7 @@ came back, and, for the questions the memory cannot answer, how many came back o
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py
-        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|tom|priya|margit] [--misses]
+        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|lindiwe|tom|priya|margit] [--misses]
 """
 
 from __future__ import annotations
