@@ -28,6 +28,7 @@ class Shape(Enum):
     TIME = "time"  # a time of day or a weekday
     PLACE = "place"  # a proper name: "Strandhill Rd, Sligo", "Melbourne since 2019" is not one (first word)
     PHONE = "phone"  # a phone number: "Mobile 087 445 2210", "WhatsApp +233 20 555 0134"
+    PLATE = "plate"  # a vehicle's registration: "reg MA19 KXP", "211-D-4471", "rego NBK217"
     NUMBER = "number"  # any figure: an amount, a plate, an ID
     OCCUPATION = "occupation"  # a job title, or words that say a job ("works as", "runs a", "retired")
 
@@ -39,8 +40,10 @@ _ASKS = (
     (("what time", "what day", "which day", "which days", "how often"), Shape.TIME),
     (("when",), Shape.DATE),
     (("where",), Shape.PLACE),
-    # an amount or a count, of phones too ("how much is my phone bill")
-    (("number plate", "plate number", "registration number", "how much", "how many"), Shape.NUMBER),
+    (("how much", "how many"), Shape.NUMBER),  # an amount or a count, of phones and plates too
+    # a vehicle's plate is no amount ("what's my number plate": not the phone numbers of the user's notes), or
+    # another registration's ("my nursing registration number": "Registration #0412557"); "license plate" has "plate"
+    (("number plate", "plate number", "licence plate", "plate", "reg", "rego", "registration number"), Shape.PLATE),
     # someone's number is their phone's ("whats bryce's number", "the number for the GP"); "my IRD number" is not
     (("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"), Shape.PHONE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
@@ -101,6 +104,10 @@ _NOT_PHONE = re.compile(
     r"(?:19|20)\d\d[-./ ](?:\d\d[-./ ]\d\d|(?:19|20)\d\d)|\b\d\d?([.-])\d\d?\1(?:19|20)\d\d\b"
     r"|(?:19|20)\d\d ?[-\u2013] ?(?:19|20)\d\d\b|\d[.:]\d\d ?[-\u2013] ?\d"
 )
+# A plate: the word ("reg", "rego", "plate", "registration"), or two to four groups of capitals and digits holding
+# both, five to nine of them ("211-D-4471", "MA19 KXP", "NBK217", "CA 112-340"; not "INV-2026-004", "B111", "TDI")
+_PLATE_WORD = re.compile(r"\b(?:reg|rego|registration|plates?)\b", re.IGNORECASE)
+_PLATE = re.compile(r"(?<![\w/.:-])[A-Z0-9]{1,7}(?:[ -][A-Z0-9]{1,4}){0,3}(?![\w/.:-])")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")  # "May 2026", "Tue 5pm"; not "may" or "the sun"
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 _BIRTH_WORDS = "born|birthday|bday|birthdate|date of birth|dob"  # what asks a birth, and what says one
@@ -166,6 +173,8 @@ def has_shape(note: str, shape: Shape) -> bool:
         return bool(_DIGIT.search(note))
     if shape is Shape.PHONE:
         return any(_is_phone(m.group(0)) for m in _PHONE.finditer(note))
+    if shape is Shape.PLATE:
+        return bool(_PLATE_WORD.search(note)) or any(_is_plate(m.group(0)) for m in _PLATE.finditer(note))
     if shape is Shape.OCCUPATION:
         return _names_a_job(note)
     if shape is Shape.PLACE:
@@ -179,6 +188,11 @@ def has_shape(note: str, shape: Shape) -> bool:
 
 def _is_phone(digits: str) -> bool:
     return 7 <= len(_DIGIT.findall(digits)) <= 15 and not _NOT_PHONE.search(digits)
+
+
+def _is_plate(text: str) -> bool:
+    characters = text.replace(" ", "").replace("-", "")
+    return 5 <= len(characters) <= 9 and not characters.isdigit() and not characters.isalpha()
 
 
 def is_title(word: str) -> bool:

@@ -47,6 +47,10 @@ FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
 _SHORTHAND = {
     "bday": "birthday", "bdays": "birthdays", "b-day": "birthday", "hubby": "husband", "appt": "appointment",
     "appts": "appointments", "tmrw": "tomorrow", "anniv": "anniversary", "bro": "brother", "sis": "sister",
+    # and a part for the note that holds it: a postcode is written in an address ("Address: 31 Ivygreen Rd, M21 9FF"),
+    # a plate beside "reg" ("reg MA19 KXP"; "number" alone finds phone numbers)
+    "postcode": "address", "postal code": "address", "zip code": "address", "zipcode": "address",
+    "eircode": "address", "number plate": "reg", "plate number": "reg", "licence plate": "reg", "license plate": "reg",
 }  # fmt: skip
 _SHORT = re.compile(
     r"\b(?:" + "|".join(sorted(map(re.escape, _SHORTHAND), key=len, reverse=True)) + r")\b", re.IGNORECASE
@@ -65,8 +69,30 @@ def words(text: str) -> list[str]:
 
 
 def tokenize(text: str) -> list[str]:
-    """The search terms of a text: its words without stop words or accents, stemmed ("Siobhan" finds "Siobhán")."""
-    return [stem(w) for w in words(unaccented(text)) if w not in STOPWORDS]
+    """The search terms of a text: its words without stop words or accents, stemmed ("Siobhan" finds "Siobhán"),
+    the calendar's abbreviations written out ("Mon + Wed" finds "monday")."""
+    return [stem(w) for w in _calendar_spelled_out(words(unaccented(text))) if w not in STOPWORDS]
+
+
+# Weekdays and months as notes shorten them ("Outdoor practice Mon + Wed", "next check-up 4 Feb") and questions
+# seldom do. Those that are also words or names count only beside a figure: "Sat 11am", "12 Jan", not "sat down",
+# "Jan Kowalski".
+_CALENDAR = {
+    "mon": "monday", "tue": "tuesday", "tues": "tuesday", "wed": "wednesday", "thu": "thursday", "thur": "thursday",
+    "thurs": "thursday", "fri": "friday", "feb": "february", "apr": "april", "jun": "june", "jul": "july",
+    "aug": "august", "sep": "september", "sept": "september", "oct": "october", "nov": "november", "dec": "december",
+}  # fmt: skip
+_CALENDAR_BESIDE_FIGURES = {"sat": "saturday", "sun": "sunday", "jan": "january", "mar": "march"}
+
+
+def _calendar_spelled_out(said: list[str]) -> list[str]:
+    def beside_figure(at: int) -> bool:
+        return any(0 <= i < len(said) and any(c.isdigit() for c in said[i]) for i in (at - 1, at + 1))
+
+    return [
+        _CALENDAR.get(word) or (beside_figure(at) and _CALENDAR_BESIDE_FIGURES.get(word)) or word
+        for at, word in enumerate(said)
+    ]
 
 
 def stems(text: str) -> tuple[str, ...]:

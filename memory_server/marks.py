@@ -5,6 +5,8 @@ husband do": "12h night shifts" reads nearer than "Midwife, Rotunda Hospital")."
 from __future__ import annotations
 
 import itertools
+import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from memory_server import kinship
@@ -60,6 +62,9 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     elif shape is Shape.PHONE or birth:
         owners = _named(index, pool, _names_in(query, shape))
         return {d for d in pool if int(index.owner[d]) in owners and _answers(index.observations[d] or "", shape)}
+    elif shape is Shape.PLATE:  # "my number plate": the user's car is no relative, nor named
+        owners = _named(index, pool, _names_in(query, shape)) or _vehicles(index, index.owner[pool].tolist())
+        about = [d for d in pool if int(index.owner[d]) in owners]
     elif shape is Shape.OCCUPATION:
         named = _names_in(query)
         about = [d for d in pool if named & set(words(unaccented(index.entities[index.owner[d]].name)))]
@@ -95,9 +100,9 @@ def _names_in(query: str, shape: Shape = Shape.OCCUPATION) -> set[str]:
 
 
 def _answers(note: str, shape: Shape) -> bool:
-    """Whether a note of the one a phone or birthday question names answers it: a phone number, or their birth
-    (of their dated notes, "Born 30/04/2016", not "Bedtime 20:30")."""
-    return has_shape(note, shape) if shape is Shape.PHONE else says_birth(note)
+    """Whether a note of the one a phone, plate or birthday question names answers it: a phone number, a plate, or
+    their birth (of their dated notes, "Born 30/04/2016", not "Bedtime 20:30")."""
+    return has_shape(note, shape) if shape in (Shape.PHONE, Shape.PLATE) else says_birth(note)
 
 
 def _named(index: GraphIndex, pool: list[int], named: set[str]) -> set[int]:
@@ -115,18 +120,35 @@ def _named(index: GraphIndex, pool: list[int], named: set[str]) -> set[int]:
     return {o for d, o in zip(pool, owners) if named & set(stems(index.observations[d] or ""))}
 
 
+# What names a vehicle (or says it is one, as its type): a word for one, or a maker's name ("Nissan Leaf")
+_VEHICLE = re.compile(
+    r"\b(?:cars?|vehicles?|ute|truck|bakkie|suv|motorbike|motorcycle|moped|scooter|caravan|campervan"
+    r"|motorhome|trailer|audi|bmw|citroen|dacia|fiat|ford|honda|hyundai|kia|mazda|mercedes|nissan|opel|peugeot"
+    r"|renault|skoda|subaru|suzuki|tesla|toyota|vauxhall|volkswagen|vw|volvo)\b"
+)
+
+
+def _vehicles(index: GraphIndex, owners: Iterable[int]) -> set[int]:
+    """Those of `owners` whose name or type says a vehicle: "Car", "Family car", "Nissan Leaf | vehicle"."""
+    entities = index.entities
+    return {o for o in owners if _VEHICLE.search(unaccented(f"{entities[o].name} {entities[o].entity_type}").lower())}
+
+
 def named_answers(index: GraphIndex, query: str, documents: list[int], user: User | None) -> list[int]:
     """For a question asking the number or the birthday of someone it names (not by role: those are read whole),
     their notes that answer it, wherever they rank: "087 445 2210" shares nothing with "what's the plumber's number",
     which finds "Joe Kinsella: Plumber, boiler service"."""
     shape = asked_shape(query)
-    if not (shape is Shape.PHONE or asks_birth(query)) or _through_another(query):
+    if not (shape in (Shape.PHONE, Shape.PLATE) or asks_birth(query)) or _through_another(query):
         return []
     if user is not None and (asks_own_birth(query) or any(kinship.kin(w) or is_title(w) for w in possessed(query))):
         return []
     starts, counts = index.name_doc, index.documents.counts
     found = []
-    for owner in sorted(_named(index, documents, _names_in(query, shape))):
+    owners = _named(index, documents, _names_in(query, shape))
+    if shape is Shape.PLATE and not owners:  # "what's my number plate": "Car: 2022 Suzuki Swift, reg CA 778-215"
+        owners = _vehicles(index, range(len(index.entities)))
+    for owner in sorted(owners):
         own = range(int(starts[owner]), int(starts[owner] + counts[owner]))
         answers = list(
             itertools.islice((d for d in own if _answers(index.observations[d] or "", shape)), NAMED_AT_MOST + 1)

@@ -19,7 +19,9 @@ from memory_server.answers import Shape, asked_shape, has_shape
         ("whats mele's mobile", Shape.PHONE),
         ("what's the number for the GP surgery", Shape.PHONE),
         ("what's my IRD number", Shape.NUMBER),
-        ("what's my number plate", Shape.NUMBER),
+        ("what's my number plate", Shape.PLATE),
+            ("wats the rego on my ute", Shape.PLATE),
+            ("how much is the rego", Shape.NUMBER),
         ("what's the resource consent number for the bridge", Shape.NUMBER),
         ("how much is my phone bill", Shape.NUMBER),  # an amount, not a phone number
         ("how many mobile phones does the family have", Shape.NUMBER),
@@ -51,6 +53,11 @@ def test_notes_hold_dates_times_places_and_numbers():
         assert not has_shape(date, Shape.PHONE), date
     assert not any(has_shape(amount, Shape.PHONE) for amount in ("Sold for \u20ac1 250 000", "Prix 1 250 000 \u20ac"))
     assert has_shape("Mobile 06.12.34.56.78", Shape.PHONE) and has_shape("Tel 087-123-4567", Shape.PHONE)
+    for plate in ("211-D-4471", "Skoda Octavia, grey, reg MA19 KXP", "rego NBK217", "Plate EZ-915-QB", "CA 112-340"):
+        assert has_shape(plate, Shape.PLATE), plate
+    for other in ("Invoice INV-2026-004", "Lab B111", "2.0 TDI", "Tyres 225/55 R18", "Mon: TG1 10:05-12:00",
+                  "Mobile 087 445 2210", "Born 2 June 1987", "Version 1.6.0", "U15/U17 road group"):  # fmt: skip
+        assert not has_shape(other, Shape.PLATE), other
     # Names of months and days count capitalised only: a verb or a noun is not a date.
     assert not has_shape("I may go out in the sun", Shape.DATE)
     assert not any(has_shape("Hates coriander", shape) for shape in Shape)

@@ -231,6 +231,31 @@ def test_how_much_a_phone_costs_asks_no_ones_number(tmp_path):
     assert answers(outcome, 1) == [("Phone plan", "Bill Mobile, 35 euro a month, due on the 20th")], answers(outcome)
 
 
+def test_a_number_plate_is_a_cars_not_the_users_phone_number(tmp_path):
+    # "what's my number plate" asked a number: the user's phone notes were lifted, and the car's note ("reg CA
+    # 778-215"), in an entity no role or name reaches, never read. A plate is asked of the memory's vehicles.
+    entities = [
+        *AOIFE,
+        Entity("Phones", "topic", ["Cell 082 555 0143 (old number, stopped 2025-09-30)", "New cell number 072 555 3190"]),
+        Entity(
+            "Car",
+            "topic",
+            [
+                "First car: 2008 Toyota Tazz, bought 2010, sold 2016",
+                "Current car since 2025-07-15: 2022 Suzuki Swift 1.2 GL, red, reg CA 778-215",
+                "Service every 15,000 km at Suzuki Tokai",
+                "Tyres: Bridgestone Ecopia 175/65 R14",
+            ],
+        ),
+        Entity("Documents", "topic", ["Registration number PMD 0041187 with the council", "ID number kept in the safe"]),
+    ]
+    store = store_with(tmp_path, "aoife", entities, AOIFE_RELATIONS)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "what's my number plate", "hybrid", 10, None)
+    plate = ("Car", "Current car since 2025-07-15: 2022 Suzuki Swift 1.2 GL, red, reg CA 778-215")
+    assert answers(outcome, 1) == [plate], answers(outcome, 10)
+    assert marked(outcome) == [plate], marked(outcome)  # not the tyres' size, nor another registration
+
+
 def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
     # Noah's birth is said in a note describing him ("Amina's son, born ..."), which reads far from "when is Noah's
     # birthday"; others' birthdays, and his dated notes, read nearer. By name, by a nickname his notes give, in

@@ -1,5 +1,6 @@
 from collections import OrderedDict
 
+import numpy as np
 import pytest
 
 from memory_server import searcher as searcher_module
@@ -435,6 +436,26 @@ def test_chat_shorthand_is_spelled_out_beside_itself():
     assert spelled_out("a bdayx, a mobster") == "a bdayx, a mobster"  # whole words only
     # ambiguous ones are left as said: "GF" is gluten-free on a menu, "BF" a best friend or breakfast
     assert spelled_out("GF options nearby, BF at 8") == "GF options nearby, BF at 8"
+
+
+def test_a_postcode_or_a_plate_is_asked_beside_the_word_its_note_says():
+    assert spelled_out("what's my postcode") == "what's my postcode address"  # "Address: 31 Ivygreen Rd, M21 9FF"
+    assert spelled_out("our zip code?") == "our zip code address?"
+    assert spelled_out("what's my number plate") == "what's my number plate reg"  # "reg MA19 KXP"
+    assert spelled_out("zip the logs") == "zip the logs"
+
+
+def test_weekdays_and_months_as_notes_shorten_them_meet_the_whole_word():
+    assert tokenize("Outdoor practice Mon + Wed, Tue-Thu in the office") == tokenize(
+        "Outdoor practice Monday + Wednesday, Tuesday-Thursday in the office"
+    )
+    assert tokenize("next check-up 4 Feb, Sept or Dec") == tokenize("next check-up 4 February, September or December")
+    # Those that are words or names as well count beside a figure only
+    assert tokenize("Story time Sat 11am, 12 Jan, Mar 3") == tokenize("Story time Saturday 11am, 12 January, March 3")
+    assert tokenize("sat down with Jan in the sun") == ["sat", "jan", "sun"]
+    index = LexicalIndex()
+    index.add(np.array([0, 1]), [tokenize("Frisbee: outdoor practice Mon + Wed 18:00"), tokenize("Bins go out on Sunday")])
+    assert index.scores("which monday is practice")[0] > 0
 
 
 def test_words_written_as_one_meet_words_written_as_two():
