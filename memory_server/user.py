@@ -28,7 +28,9 @@ from memory_server.user_facts import (
     called_by,
     called_in,
     degrees,
+    introduced_as,
     mentions_in,
+    person_flags,
     persons,
     typed_as_user,
 )
@@ -386,7 +388,22 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
         said = (index.observations[document] or "").lower()
         if any(name in said for name in named):
             found[document] = True
+    found[_opening_with(index, [n for n in chosen if person_flags([index.entities[n].entity_type])[0]])] = True
     return np.flatnonzero(found), identity
+
+
+def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:
+    """The documents of other entities that open with the first name of one of `people`: what a topic says of
+    them ("Health of the kids: Lwazi sees an OT, Mondays 14:30", "Custody: Lwazi's next week starts 31 May")."""
+    firsts = {first for first in (_first(index.entities[n].name) for n in people) if len(first) > 2}
+    found = []
+    for first in firsts - STOPWORDS:
+        for document in np.flatnonzero(index.lexical.scores(first) > 0).tolist():
+            said = (index.observations[document] or "").lower()
+            owner = index.entities[index.owner[document]].name  # "Lwazi Street: Lwazi Street is closed" is its own
+            if said.startswith(first) and not said[len(first) : len(first) + 1].isalnum() and _first(owner) != first:
+                found.append(document)
+    return np.asarray(found, dtype=np.int64)
 
 
 def possessed(query: str) -> list[str]:
@@ -480,6 +497,8 @@ def _roles(
                 role.add(kind)
             if _DOCTOR.match(index.entities[number].name):  # "Dr. Peter Lemalu", "registered with": my doctor
                 role.add("doctor")
+            if converse:  # "Son, born 2016": the "child" a relation says is a son ("my son" is not the daughter)
+                role.update(introduced_as(index.entities[number].observations))
             roles[number] = frozenset(role.union(roles.get(number, ())))
         if converse:
             for number, role in _in_laws(index, roles, numbers, said).items():

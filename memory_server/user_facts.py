@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from memory_server.kinship import kin
 from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, words
 
@@ -79,6 +80,34 @@ def called_by(names: tuple[str, ...], index: GraphIndex, number: int) -> frozens
     """What the notes of the index's entity `number` call it after one of `names`, if anything."""
     called = [w for o in index.documents.snapshot.observations_of(number) for w in called_in(o, names)]
     return frozenset(called) or None
+
+
+# What a note opens with when it says who its entity is to the memory's user: "Son, born 14 August 2016", "Mom; born
+# 1951", "Older sister, lives in Johannesburg", "Ex-husband; married 2014" (a kinship word, before a comma, a semicolon
+# or nothing); not "Son of Karen", "Mother of three", "Son Tevita plays rugby" (the entity's son)
+_OPENING = re.compile(r"^\s*([A-Za-z][A-Za-z -]{1,40}?)\s*(?:[,;:(]|$|\s[-\u2013\u2014]\s)")
+_BEFORE_KIN = frozenset(
+    {"older", "younger", "elder", "eldest", "oldest", "youngest", "big", "little", "baby", "twin", "half"}
+)
+
+
+def introduced_as(observations: Iterable[str]) -> list[str]:
+    """The words notes open with to say who their entity is to the user ("Older sister, lives in Randburg": older,
+    sister; "Ex-husband; married 2014": ex husband)."""
+    found = []
+    for observation in observations:
+        opening = _OPENING.match(observation)
+        said = words(opening.group(1)) if opening else []
+        phrase = " ".join(said)
+        if not said or len(said) > 4:
+            continue
+        if _QUALIFIED.search(phrase) and kin(said[1] if said[0] in ("ex", "former") else said[0]):
+            found.append(phrase)
+        elif said[0] == "step" and len(said) == 2 and kin("step" + said[1]):  # "Step-son, 12": a stepson, no son
+            found.append("step" + said[1])
+        elif kin(said[-1]) and _BEFORE_KIN.issuperset(said[:-1]):
+            found += said
+    return found
 
 
 def called_in(observation: str, names: Iterable[str]) -> list[str]:

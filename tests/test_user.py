@@ -16,6 +16,7 @@ from memory_server.search import GraphIndex
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
 from memory_server.user import in_first_person, possessed, role_documents
+from memory_server.user_facts import introduced_as
 
 
 def find_user(entities: list[Entity], links: list[tuple[str, str]]) -> int | None:
@@ -701,6 +702,55 @@ def test_the_word_after_my_that_names_a_role_chooses_it(bundled):
     ]
     question = "when is my one-to-one with my manager"
     assert reached(bundled, entities, relations, question) == {"Deirdre Walsh"}
+
+
+def test_what_a_relatives_note_opens_with_says_who_they_are(bundled):
+    # "parent of" makes both children the user's "child": "Son, born 2016" says which one "my son" is
+    entities = [
+        Entity("default_user", "person", ["Paramedic", "Lives in Plumstead"]),
+        Entity("Lwazi Mahlangu", "person", ["Son, born 14 August 2016", "Swimming lessons Thursday 15:30"]),
+        Entity("Amahle Mahlangu", "person", ['Daughter, "the baby", born 3 February 2023', "Naps 13:00-15:00"]),
+        Entity("Zanele Khumalo", "person", ["Older sister, lives in Johannesburg"]),
+        Entity("Themba Khumalo", "person", ["Younger brother; software developer"]),
+        Entity("Karabo Mokoena", "person", ["Son of Refilwe, born 2025"]),  # another's son: no relation, no role
+    ]
+    relations = [
+        Relation("default_user", "Lwazi Mahlangu", "parent of"),
+        Relation("default_user", "Amahle Mahlangu", "parent of"),
+        Relation("default_user", "Zanele Khumalo", "sibling of"),
+        Relation("default_user", "Themba Khumalo", "sibling of"),
+    ]
+    assert reached(bundled, entities, relations, "when is my son's swimming lesson") == {"Lwazi Mahlangu"}
+    assert reached(bundled, entities, relations, "when does my daughter nap") == {"Amahle Mahlangu"}
+    assert reached(bundled, entities, relations, "where does my sister live") == {"Zanele Khumalo"}
+    assert introduced_as(["Mom; born 1951", "Ex-husband; married 2014", "Step-son, 12"]) == [
+        "mom",
+        "ex husband",
+        "stepson",
+    ]
+    for other in ("Son of Karen", "Mother of three", "Son Tevita plays rugby", "Plumber, boiler service"):
+        assert introduced_as([other]) == [], other
+
+
+def test_a_topics_note_opening_with_a_relatives_name_is_theirs(bundled):
+    # "Health of the kids: Lwazi sees an OT" is about the son as much as his own notes are; a note that names him
+    # later is about someone else ("Refilwe: Gets on fine with the kids; Lwazi likes her")
+    entities = [
+        Entity("default_user", "person", ["Paramedic"]),
+        Entity("Lwazi Mahlangu", "person", ["Son, born 14 August 2016", "Swimming lessons Thursday 15:30"]),
+        Entity("Health of the kids", "topic", ["Lwazi sees an OT, Mondays 14:30", "Amahle: eczema cream"]),
+        Entity("Custody", "topic", ["Lwazi's next week with default_user starts 31 May"]),
+        Entity("Refilwe Mokoena", "person", ["Gets on fine with the kids; Lwazi likes her"]),
+        Entity("Lwazi Street", "place", ["Lwazi Street is closed for roadworks"]),  # no person
+    ]
+    relations = [Relation("default_user", "Lwazi Mahlangu", "parent of")]
+    index = index_of(entities, relations)
+    embedder, _ = bundled.get()
+    documents, _ = role_documents(index, index.user, "when does my son see the OT", embedder)
+    notes = {(index.entities[index.owner[d]].name, index.observations[d]) for d in documents.tolist()}
+    assert ("Health of the kids", "Lwazi sees an OT, Mondays 14:30") in notes
+    assert ("Custody", "Lwazi's next week with default_user starts 31 May") in notes
+    assert {name for name, _ in notes} == {"Lwazi Mahlangu", "Health of the kids", "Custody"}, notes
 
 
 def reached(bundled, entities: list[Entity], relations: list[Relation], question: str) -> set[str]:
