@@ -125,7 +125,10 @@ class VectorRows:
         block, start = self._blocks[number][begin:end], self._starts[number]
         done = out[start + begin : start + end]
         if _simsimd() is not None:
-            _simsimd().cdist(steps[None], block, metric="dot", out=done[None], out_dtype="float32")
+            # Not into `out=`: SimSIMD 6.5 then returns None without counting the reference, and a long-running
+            # server's None count falls by one per call until the interpreter aborts ("deallocating None", Python
+            # 3.10 and 3.11, where None is not immortal)
+            done[:] = np.asarray(_simsimd().cdist(steps[None], block, metric="dot", out_dtype="float32"))[0]
         else:
             wide = steps.astype(np.float64)
             for at in range(0, end - begin, CHUNK):
