@@ -51,7 +51,7 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
     birth = asks_birth(query)
     if user is not None and (kin or any(is_title(w) for w in owned)):
-        reached = set(role_documents(index, user, query, embedder)[0].tolist())
+        reached = set(role_documents(index, user, query, embedder, documents)[0].tolist())
         about = [d for d in pool if d in reached]
         births = {d for d in about if says_birth(index.observations[d] or "")} if birth else set()
         if births:  # of a relative's dated notes, those that say the birth ("Born 12 January 1957")

@@ -243,7 +243,7 @@ class GraphIndex(DocumentIndex):
         top = spread * max((leading - usual) / spread, 1.0)
         focus = kept[:0]
         if user is not None:
-            reached, identity = role_documents(self, user, query, embedder)
+            reached, identity = role_documents(self, user, query, embedder, kept)
             supported = np.zeros(len(values), dtype=bool)
             supported[kept] = True
             scores.fill(reached)

@@ -58,6 +58,7 @@ _ALIAS = re.compile(
 # called Tom", "my name is ..."): after a noun or a possessive it names another ("Boss's name is Dana Okoro", "a cat
 # called Minou", "Brother called Nikos Papadakis", "a bar known as The Spot"), and a note that opens with "Called
 # ..." is a phone call.
+_NAMED_FIRST = re.compile(r"([A-Z][\w'-]*(?: [A-Z][\w'-]*)+)\s*,\s*")  # "Kwabena Mensah, " before "goes by Kwab"
 _CLAUSE_END = tuple(",;:(.!?-\u2013\u2014")
 _BEFORE_ALIAS = frozenset({"also", "usually", "often", "sometimes", "mostly", "be", "been", "my"})
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
@@ -331,12 +332,16 @@ def _whose(entity: Entity) -> set[str]:
     return {m.group(1) for m in matches if m and m.group(2) in KIN}  # each note read once, not once a person
 
 
-def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray]:
+def role_documents(
+    index: GraphIndex, user: User, query: str, embedder: Embedder, evident: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """For a first-person question, the documents of the entities whose role for the user fits a word of the
     question best ("my husband": married to Pieter; "my boss": Hannah's manager; "who do I report to": reports to
-    Karim), with the user's own documents that name them ("Married to Pieter Claes"); and, when the role is all the
-    question asks ("who is my boss", not "what does my boss like"), those of their documents that name the user
-    ("Hannah's manager since 2023"): they say what the entity is to the user."""
+    Karim), with the user's own documents that name them ("Married to Pieter Claes") and those of `evident` (the
+    documents with evidence for the question) that open with their first name ("Health of the kids: Lwazi sees an
+    OT"; with no evidence, "Knitting: Bríd knits Aran jumpers" is not about where Bríd lives); and, when the role is
+    all the question asks ("who is my boss", not "what does my boss like"), those of their documents that name the
+    user ("Hannah's manager since 2023"): they say what the entity is to the user."""
     none = np.zeros(0, dtype=np.int64)
     # a kinship word fits by the table, not by the model, which may not know it whole ("godson", "stepson")
     asked = [
@@ -388,7 +393,9 @@ def role_documents(index: GraphIndex, user: User, query: str, embedder: Embedder
         said = (index.observations[document] or "").lower()
         if any(name in said for name in named):
             found[document] = True
-    found[_opening_with(index, [n for n in chosen if person_flags([index.entities[n].entity_type])[0]])] = True
+    if evident is not None:
+        people = [n for n in chosen if person_flags([index.entities[n].entity_type])[0]]
+        found[np.intersect1d(_opening_with(index, people), evident)] = True
     return np.flatnonzero(found), identity
 
 
@@ -593,14 +600,22 @@ def _called_after(index: GraphIndex, names: Iterable[str], said: Callable[[], Jo
 
 
 def _aliases(observation: str) -> list[str]:
-    """The names a note says its own entity goes by (see _ALIAS and _CLAUSE_END)."""
-    found = []
+    """The names a note says its own entity goes by (see _ALIAS and _CLAUSE_END), and the full name a note opens
+    with before one ("Kwabena Mensah, goes by Kwab": the work memory's "Kwabena Mensah" is the user); none from a
+    note that opens with a relative or a job ("Brother Yaw Mensah, goes by Yaw": the brother's)."""
+    found: list[str] = []
+    opening = words(observation[:40])[:1]
+    if opening and (kinship.kin(opening[0]) or is_title(opening[0])):
+        return found
     for match in _ALIAS.finditer(observation):
         before = observation[: match.start()].split()
         opens = not before or before[-1].endswith(_CLAUSE_END) or before[-1].lower() in _BEFORE_ALIAS
         phoned = not before and match.group(0).lower().startswith("called")
         if opens and not phoned:
             found.append(match.group(1))
+            named = _NAMED_FIRST.match(observation)
+            if named and named.end() == match.start():
+                found.append(named.group(1))
     return found
 
 
