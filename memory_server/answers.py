@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 
 from memory_server.kinship import kin
-from memory_server.lexical import words
+from memory_server.lexical import FIRST_PERSON, words
 
 
 class Shape(Enum):
@@ -113,6 +113,9 @@ _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z][\w'-]*")
 _BIRTH_WORDS = "born|birthday|bday|birthdate|date of birth|dob"  # what asks a birth, and what says one
 _OWN_BIRTH = re.compile(rf"\bhow old am i\b|\b(?:was|am) i born\b|\bmy (?:age|birth(?! cert)|{_BIRTH_WORDS})\b")
 _CLAUSE = re.compile(r"[,;:(]")
+_WEDDING = re.compile(r"\b(?:wedding|anniversary|anniv|married|marriage)\b")
+# (not another marriage of the spouse's: "First marriage to Thomas Roche (2010-2018)")
+_SAYS_WEDDING = re.compile(r"(?<!first )(?<!previous )(?<!former )\b(?:married|wedding|marriage)\b", re.IGNORECASE)
 _KIN_NAMED = re.compile(r"\b([A-Za-z]+)\s+[A-Z][a-z]")  # a word before a name: "Daughter Ana", "son Vili"
 _ASKS_BIRTH = re.compile(rf"\bhow old\b|\b(?:{_BIRTH_WORDS})\b")
 _BIRTHPLACE = re.compile(r"\bwhere\b|\b(?:what|which) (?:hospital|city|town|country|place)\b")  # "where was Vili born"
@@ -134,6 +137,29 @@ def asks_own_birth(question: str) -> bool:
     "what's my date of birth", "where was I born" (a note that says a birth says where, if any does); not "how old
     is my son", "my birth certificate"."""
     return _OWN_BIRTH.search(" ".join(words(question))) is not None
+
+
+def asks_own_wedding(question: str) -> bool:
+    """Whether a question asks the date of the user's own wedding: "when's our wedding anniversary", "when did we get
+    married", "how long have I been married"; not "when is Niamh's wedding", "whose wedding am I going to", "when is
+    my brother getting married"."""
+    said = words(question)
+    text = " ".join(said)
+    if not _WEDDING.search(text) or "whose" in said or FIRST_PERSON.isdisjoint(said):
+        return False
+    if any(kin(word) and kin(word)[0] != "spouse" for word in said):  # "my brother": his wedding
+        return False
+    before = text[: _WEDDING.search(text).start()].split()
+    if before and before[-1] == "s":  # "Steve's wedding"
+        return False
+    return asked_shape(question) in (Shape.DATE, Shape.TIME) or "how long" in text or "date" in said
+
+
+def says_wedding(note: str) -> bool:
+    """Whether a note says when its entity married: "Married 18 August 2016, Manchester Town Hall", "Ex-husband;
+    married 2014-12-06", "Wedding anniversary is on 20 June"; not another's ("Niamh's wedding 21 Feb 2026"), nor a
+    marriage without a date ("Married to Mandla Zulu")."""
+    return has_shape(note, Shape.DATE) and any(_own(note[: m.start()]) for m in _SAYS_WEDDING.finditer(note))
 
 
 def asks_birth(question: str) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from memory_server import kinship
@@ -16,9 +16,11 @@ from memory_server.answers import (
     asking_words,
     asks_birth,
     asks_own_birth,
+    asks_own_wedding,
     has_shape,
     is_title,
     says_birth,
+    says_wedding,
 )
 from memory_server.joined import unaccented
 from memory_server.lexical import STOPWORDS, is_first_person, stem, stems, words
@@ -43,10 +45,13 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     answer questions of every kind ("where did I work before": four of Aoife's notes hold a place), and for another
     shape the mark would lift them all; nor, for a date, all of a named entity's dated notes: only those saying a
     birth."""
+    pool = documents.tolist()
+    if user is not None and asks_own_wedding(query):  # "Married 18 August 2016" is the spouse's note
+        married = _married(index, user)
+        return {d for d in pool if int(index.owner[d]) in married and says_wedding(index.observations[d] or "")}
     shape = asked_shape(query)
     if shape is None or _through_another(query):
         return set()
-    pool = documents.tolist()
     owned = possessed(query)
     kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
     birth = asks_birth(query)
@@ -120,6 +125,7 @@ def _named(index: GraphIndex, pool: list[int], named: set[str]) -> set[int]:
     return {o for d, o in zip(pool, owners) if named & set(stems(index.observations[d] or ""))}
 
 
+_OURS = re.compile(r"(?i)(?:our |my )?(?:wedding|anniversary)(?: anniversary| day)?$")  # not "Niamh's wedding"
 # What names a vehicle (or says it is one, as its type): a word for one, or a maker's name ("Nissan Leaf")
 _VEHICLE = re.compile(
     r"\b(?:cars?|vehicles?|ute|truck|bakkie|suv|motorbike|motorcycle|moped|scooter|caravan|campervan"
@@ -137,22 +143,39 @@ def _vehicles(index: GraphIndex, owners: Iterable[int]) -> set[int]:
 def named_answers(index: GraphIndex, query: str, documents: list[int], user: User | None) -> list[int]:
     """For a question asking the number or the birthday of someone it names (not by role: those are read whole),
     their notes that answer it, wherever they rank: "087 445 2210" shares nothing with "what's the plumber's number",
-    which finds "Joe Kinsella: Plumber, boiler service"."""
+    which finds "Joe Kinsella: Plumber, boiler service"; and for one asking the user's wedding, the notes of the user
+    and their spouse that say it ("Callum Reid: Married 18 August 2016", never read near "our wedding anniversary")."""
+    if user is not None and asks_own_wedding(query):
+        return _answering_notes(index, sorted(_married(index, user)), says_wedding)
     shape = asked_shape(query)
     if not (shape in (Shape.PHONE, Shape.PLATE) or asks_birth(query)) or _through_another(query):
         return []
     if user is not None and (asks_own_birth(query) or any(kinship.kin(w) or is_title(w) for w in possessed(query))):
         return []
-    starts, counts = index.name_doc, index.documents.counts
-    found = []
     owners = _named(index, documents, _names_in(query, shape))
     if shape is Shape.PLATE and not owners:  # "what's my number plate": "Car: 2022 Suzuki Swift, reg CA 778-215"
         owners = _vehicles(index, range(len(index.entities)))
-    for owner in sorted(owners):
+    return _answering_notes(index, sorted(owners), lambda note: _answers(note, shape))
+
+
+def _answering_notes(index: GraphIndex, owners: list[int], answers: Callable[[str], bool]) -> list[int]:
+    """The notes of `owners` that `answers` accepts, at most NAMED_AT_MOST an entity: more is a list ("Contacts"),
+    none of whose numbers the question names."""
+    starts, counts = index.name_doc, index.documents.counts
+    found = []
+    for owner in owners:
         own = range(int(starts[owner]), int(starts[owner] + counts[owner]))
-        answers = list(
-            itertools.islice((d for d in own if _answers(index.observations[d] or "", shape)), NAMED_AT_MOST + 1)
-        )
-        if len(answers) <= NAMED_AT_MOST:  # more: a list ("Contacts"), none of whose numbers the question names
-            found += answers
+        answering = list(itertools.islice((d for d in own if answers(index.observations[d] or "")), NAMED_AT_MOST + 1))
+        if len(answering) <= NAMED_AT_MOST:
+            found += answering
     return found
+
+
+def _married(index: GraphIndex, user: User) -> set[int]:
+    """The entities whose notes say the user's wedding: the user's, their spouse's (or, with none, their
+    ex-spouse's: "Ex-husband; married 2014-12-06"), and a "Wedding" or "Anniversary" of no one's ("Niamh's wedding")."""
+    said = {n: {kind for role in roles for kind, _ in kinship.named_in(role)} for n, roles in user.roles.items()}
+    spouses = {n for n, kinds in said.items() if "spouse" in kinds} or {n for n, k in said.items() if "ex spouse" in k}
+    named = index.names.holders("wedding") + index.names.holders("anniversary")
+    ours = {n for n in named if _OURS.match(index.entities[n].name.strip())}
+    return set(user.selves) | spouses | ours

@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory_server.answers import Shape, asked_shape, has_shape
+from memory_server.answers import Shape, asked_shape, asks_own_wedding, has_shape, says_wedding
 
 
 @pytest.mark.parametrize(
@@ -181,3 +181,18 @@ def test_questions_about_anyones_birth():
     assert not any(map(asks_birth, ["where's my birth certificate", "what did Noah get for Christmas"]))
     # where someone was born is a place: "Born 3 May 2015" does not answer it
     assert not any(map(asks_birth, ["where was Vili born", "which hospital was Noah born in"]))
+
+
+def test_a_wedding_asked_and_said():
+    asked = ["when's our wedding anniversary", "when did we get married", "how long have I been married"]
+    asked += ["what's the date of our wedding anniversary", "when did my husband and I get married"]
+    for question in asked:
+        assert asks_own_wedding(question), question
+    others = ["when is Niamh's wedding", "whose wedding am I going to in September", "when is my brother getting wed"]
+    for question in [*others, "which restaurant did we go to for our anniversary", "when is my sister getting married"]:
+        assert not asks_own_wedding(question), question
+    for note in ("Married 18 August 2016, Manchester Town Hall", "Ex-husband; married 2014-12-06, separated 2022",
+                 "Olivier married Amina on 21/08/2021", "Wedding anniversary is on 20 June"):  # fmt: skip
+        assert says_wedding(note), note
+    for note in ("Niamh's wedding 21 Feb 2026", "Married to Mandla Zulu", "First marriage to Thomas Roche (2010-2018)"):
+        assert not says_wedding(note), note

@@ -236,7 +236,7 @@ def test_a_number_plate_is_a_cars_not_the_users_phone_number(tmp_path):
     # 778-215"), in an entity no role or name reaches, never read. A plate is asked of the memory's vehicles.
     entities = [
         *AOIFE,
-        Entity("Phones", "topic", ["Cell 082 555 0143 (old number, stopped 2025-09-30)", "New cell number 072 555 3190"]),
+        Entity("Phones", "topic", ["Cell 082 555 0143 (old number, stopped 2025-09-30)", "New cell 072 555 3190"]),
         Entity(
             "Car",
             "topic",
@@ -247,13 +247,36 @@ def test_a_number_plate_is_a_cars_not_the_users_phone_number(tmp_path):
                 "Tyres: Bridgestone Ecopia 175/65 R14",
             ],
         ),
-        Entity("Documents", "topic", ["Registration number PMD 0041187 with the council", "ID number kept in the safe"]),
+        Entity("Documents", "topic", ["Registration number PMD 0041187 with the council", "ID number in the safe"]),
     ]
     store = store_with(tmp_path, "aoife", entities, AOIFE_RELATIONS)
     outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "what's my number plate", "hybrid", 10, None)
     plate = ("Car", "Current car since 2025-07-15: 2022 Suzuki Swift 1.2 GL, red, reg CA 778-215")
     assert answers(outcome, 1) == [plate], answers(outcome, 10)
     assert marked(outcome) == [plate], marked(outcome)  # not the tyres' size, nor another registration
+
+
+def test_our_wedding_anniversary_is_the_date_the_spouses_note_says_they_married(tmp_path):
+    # "Married 18 August 2016" is the husband's note and reads far from "when's our wedding anniversary": birthdays
+    # read nearer. The notes of the user and the spouse that say the wedding, with a date, answer it.
+    entities = [
+        *AOIFE,
+        Entity("Callum Reid", "person", ["Birthday 22 September 1983", "Married 18 August 2016, Manchester Town Hall"]),
+        Entity("Pat Higgins", "person", ["Birthday 14 February (card from the kids every year)"]),
+        Entity("Amina Benali", "person", ["First marriage to Thomas Roche (2010-2018)"]),
+        Entity("Niamh's wedding", "event", ["Melbourne, 21 Feb 2026"]),
+    ]
+    relations = [Relation("default_user", "Callum Reid", "married to")]
+    store = store_with(tmp_path, "m", entities, relations)
+    searcher = Searcher(slot(tmp_path))
+    for question in ("when's our wedding anniversary", "what's the date of our wedding anniversary"):
+        outcome = searcher.search([Target("m", store)], question, "hybrid", 10, None)
+        wedding = ("Callum Reid", "Married 18 August 2016, Manchester Town Hall")
+        assert answers(outcome, 1) == [wedding], (question, answers(outcome, 10))
+        assert marked(outcome) == [wedding], marked(outcome)
+    # another's wedding is no one's anniversary
+    outcome = searcher.search([Target("m", store)], "when is Niamh's wedding", "hybrid", 10, None)
+    assert marked(outcome) == [], marked(outcome)
 
 
 def test_the_birth_of_the_one_a_question_names_answers_their_birthday(tmp_path):
