@@ -22,7 +22,7 @@ from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText
 from memory_server import kinship
 from memory_server.lazy import lazy_module
-from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, stem, words
+from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, stem, tokenize, words
 from memory_server.user_facts import (
     USER_NAMES,
     called_by,
@@ -405,7 +405,11 @@ def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:
     firsts = {first for first in (_first(index.entities[n].name) for n in people) if len(first) > 2}
     found = []
     for first in firsts - STOPWORDS:
-        for document in np.flatnonzero(index.lexical.scores(first) > 0).tolist():
+        terms = tokenize(first)
+        term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
+        if term is None:
+            continue
+        for document in index.lexical.postings(term)[0].tolist():
             said = (index.observations[document] or "").lower()
             owner = index.entities[index.owner[document]].name  # "Lwazi Street: Lwazi Street is closed" is its own
             if said.startswith(first) and not said[len(first) : len(first) + 1].isalnum() and _first(owner) != first:
