@@ -264,16 +264,9 @@ def test_the_user_is_every_entity_named_with_their_first_name_and_surname():
     )
     index = GraphIndex(graph)
     assert {index.entities[n].name for n in index.user.selves} == {"default_user", "Tom Wójcik"}
-    # the full name a note opens with before a nickname: "Kwabena Mensah, goes by Kwab" (not "Brother Nikos ...")
-    graph = KnowledgeGraph()
-    graph.create_entities(
-        [
-            Entity("user", "person", ["Kwabena Mensah, goes by Kwab", "Brother Yaw Mensah, goes by Yaw"]),
-            Entity("Kwabena Mensah", "person", ["Freelance sound engineer"]),
-            Entity("Yaw Mensah", "person", ["Sound engineer in Accra"]),
-        ]
-    )
-    index = GraphIndex(graph)
+    # the full name a note opens with before a nickname: "Kwabena Mensah, goes by Kwab" (not "Brother Yaw ...")
+    user = Entity("user", "person", ["Kwabena Mensah, goes by Kwab", "Brother Yaw Mensah, goes by Yaw"])
+    index = index_of([user, Entity("Kwabena Mensah", "person", ["Sound engineer"]), Entity("Yaw Mensah", "person", [])])
     assert {index.entities[n].name for n in index.user.selves} == {"user", "Kwabena Mensah"}
 
 
