@@ -50,6 +50,8 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
         married = _married(index, user)
         return {d for d in pool if int(index.owner[d]) in married and says_wedding(index.observations[d] or "")}
     shape = asked_shape(query)
+    if shape is None and user is not None and _through_another(query):  # "who is my son's teacher": "Oisín's teacher"
+        return set(role_documents(index, user, query, embedder, documents)[1].tolist()) & set(pool)
     if shape is None or _through_another(query):
         return set()
     owned = possessed(query)

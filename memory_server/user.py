@@ -382,6 +382,9 @@ def role_documents(
     chosen = [number for number, found in by_role.items() if found in fitting]
     if not chosen:
         return none, none
+    theirs = _theirs(index, chosen, query, embedder)
+    if theirs is not None:  # "my son's teacher": the teacher, not the son
+        return theirs
     found = np.isin(index.owner, chosen)
     identity = np.zeros(0, dtype=np.int64)
     if all(max(fits[kinds][w] for kinds in fitting) >= bar for w in range(len(asked))) and user.names:
@@ -397,6 +400,54 @@ def role_documents(
         people = [n for n in chosen if person_flags([index.entities[n].entity_type])[0]]
         found[np.intersect1d(_opening_with(index, people), evident)] = True
     return np.flatnonzero(found), identity
+
+
+def _theirs(
+    index: GraphIndex, chosen: list[int], query: str, embedder: Embedder
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a question through the one a role names ("who is my son's teacher", "my ex's girlfriend"), the documents
+    of the entities that are that to them, by a relation ("Refilwe partner of Sipho") or by a note calling them so
+    after their first name ("Ms Daly: Oisín's teacher"; from a topic's note, that note only), and those notes; None
+    when the question asks no one through them, or nothing is that to them."""
+    said = words(query)
+    asked = next(
+        (said[n + 3] for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s"), None
+    )
+    if asked is None or not (kinship.kin(asked) or is_title(asked)):  # "my husband's job" asks his, of him
+        return None
+    names = {index.entities[n].name for n in chosen}
+    numbers = index.entity_cache().numbers()
+    roles = _related(index.graph.relations_touching(names), names, numbers, True)
+    noted: dict[int, list[int]] = {}
+    for first in {_first(name) for name in names if len(_first(name)) > 2}:
+        terms = tokenize(first)
+        term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
+        for document in index.lexical.postings(term)[0].tolist() if term is not None else []:
+            called = called_in(index.observations[document] or "", (first,))
+            if called:
+                owner = int(index.owner[document])
+                roles.setdefault(owner, set()).update(called)
+                noted.setdefault(owner, []).append(document)
+    for number in chosen:
+        roles.pop(number, None)
+    fits = {n: _fit(asked, found, embedder) for n, found in roles.items() if found}
+    best = max(fits.values(), default=0.0)
+    if best < ROLE_MATCH:
+        return None
+    people = {n for n, fit in fits.items() if fit >= best - ROLE_MARGIN}
+    whole = [n for n in people if n not in noted or person_flags([index.entities[n].entity_type])[0]]
+    found = np.isin(index.owner, whole)
+    notes = np.asarray(sorted({d for n in people for d in noted.get(n, ())}), dtype=np.int64)
+    found[notes] = True
+    return np.flatnonzero(found), notes
+
+
+def _fit(word: str, roles: Iterable[str], embedder: Embedder) -> float:
+    """How well a word of a question fits roles: by the kinship table when both say a relative, else by the model."""
+    kept = kinship.role_fit(word, roles)
+    if kept is not None:
+        return kept
+    return float((embedder.word_vectors([word]) @ embedder.word_vectors(sorted(roles)).T).max())
 
 
 def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:

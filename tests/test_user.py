@@ -766,6 +766,30 @@ def test_a_topics_note_opening_with_a_relatives_name_is_theirs(bundled):
     assert {name for name, _ in notes(np.asarray(ot))} == {"Lwazi Mahlangu", "Health of the kids"}
 
 
+def test_a_question_through_a_relative_reaches_whom_it_asks_about(bundled):
+    # "my son's teacher" is the one a note calls "Oisín's teacher", or a relation ties to him: not the son
+    entities = [
+        Entity("default_user", "person", ["Backend engineer"]),
+        Entity("Oisín Brennan", "person", ["Son, 2nd class, Scoil Mhuire Marino", "Swimming Tue 5pm"]),
+        Entity("Ms Daly", "person", ["Oisín's teacher", "Retiring in June"]),
+        Entity("Bríd Gallagher", "person", ["Retired primary teacher"]),
+        Entity("Dr Sune Botha", "person", ["Kids' dentist, Claremont"]),
+        Entity("Health", "topic", ["Oisín's dentist: Dr Sune Botha, next check-up 5 Aug", "Flu jab in October"]),
+    ]
+    relations = [
+        Relation("default_user", "Oisín Brennan", "parent of"),
+        Relation("default_user", "Bríd Gallagher", "child of"),
+    ]
+    assert reached(bundled, entities, relations, "who is my son's teacher") == {"Ms Daly"}
+    index = index_of(entities, relations)
+    embedder, _ = bundled.get()
+    documents, _ = role_documents(index, index.user, "who is my son's dentist", embedder)
+    dentist = "Oisín's dentist: Dr Sune Botha, next check-up 5 Aug"  # of a topic: that note only
+    assert [index.observations[d] for d in documents.tolist()] == [dentist]
+    # what the son does, has or is asked of him is his: "my son's school" is no one's role
+    assert reached(bundled, entities, relations, "what is my son's swimming day") == {"Oisín Brennan"}
+
+
 def reached(bundled, entities: list[Entity], relations: list[Relation], question: str) -> set[str]:
     """The entities user.role_documents reaches for a question."""
     index = index_of(entities, relations)
