@@ -145,11 +145,12 @@ def asks_own_wedding(question: str) -> bool:
     my brother getting married"."""
     said = words(question)
     text = " ".join(said)
-    if not _WEDDING.search(text) or "whose" in said or FIRST_PERSON.isdisjoint(said):
+    wedding = _WEDDING.search(text)
+    if not wedding or "whose" in said or FIRST_PERSON.isdisjoint(said):
         return False
     if any(kin(word) and kin(word)[0] != "spouse" for word in said):  # "my brother": his wedding
         return False
-    before = text[: _WEDDING.search(text).start()].split()
+    before = text[: wedding.start()].split()
     if before and before[-1] == "s":  # "Steve's wedding"
         return False
     return asked_shape(question) in (Shape.DATE, Shape.TIME) or "how long" in text or "date" in said

@@ -47,8 +47,7 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     birth."""
     pool = documents.tolist()
     if user is not None and asks_own_wedding(query):  # "Married 18 August 2016" is the spouse's note
-        married = _married(index, user)
-        return {d for d in pool if int(index.owner[d]) in married and says_wedding(index.observations[d] or "")}
+        return _owned_answers(index, pool, _married(index, user), says_wedding)
     shape = asked_shape(query)
     if shape is None and user is not None and _through_another(query):  # "who is my son's teacher": "Oisín's teacher"
         return set(role_documents(index, user, query, embedder, documents)[1].tolist()) & set(pool)
@@ -68,7 +67,7 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
         return {d for d in pool if d in own and says_birth(index.observations[d] or "")}
     elif shape is Shape.PHONE or birth:
         owners = _named(index, pool, _names_in(query, shape))
-        return {d for d in pool if int(index.owner[d]) in owners and _answers(index.observations[d] or "", shape)}
+        return _owned_answers(index, pool, owners, lambda note: _answers(note, shape))
     elif shape is Shape.PLATE:  # "my number plate": the user's car is no relative, nor named
         owners = _named(index, pool, _names_in(query, shape)) or _vehicles(index, index.owner[pool].tolist())
         about = [d for d in pool if int(index.owner[d]) in owners]
@@ -83,6 +82,11 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     else:
         return set()  # "my passport card" names no one; a role fitting it is a guess of the static model
     return {d for d in about if has_shape(index.observations[d] or "", shape)}
+
+
+def _owned_answers(index: GraphIndex, pool: list[int], owners: set[int], answers: Callable[[str], bool]) -> set[int]:
+    """Those of `pool` that are notes of `owners` and that `answers` accepts."""
+    return {d for d in pool if int(index.owner[d]) in owners and answers(index.observations[d] or "")}
 
 
 def _through_another(query: str) -> bool:

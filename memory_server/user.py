@@ -397,7 +397,7 @@ def role_documents(
         if any(name in said for name in named):
             found[document] = True
     if evident is not None:
-        people = [n for n in chosen if person_flags([index.entities[n].entity_type])[0]]
+        people = [n for n in chosen if _is_person(index, n)]
         found[np.intersect1d(_opening_with(index, people), evident)] = True
     return np.flatnonzero(found), identity
 
@@ -420,9 +420,7 @@ def _theirs(
     roles = _related(index.graph.relations_touching(names), names, numbers, True)
     noted: dict[int, list[int]] = {}
     for first in {_first(name) for name in names if len(_first(name)) > 2}:
-        terms = tokenize(first)
-        term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
-        for document in index.lexical.postings(term)[0].tolist() if term is not None else []:
+        for document in _holding(index, first):
             called = called_in(index.observations[document] or "", (first,))
             if called:
                 owner = int(index.owner[document])
@@ -435,7 +433,7 @@ def _theirs(
     if best < ROLE_MATCH:
         return None
     people = {n for n, fit in fits.items() if fit >= best - ROLE_MARGIN}
-    whole = [n for n in people if n not in noted or person_flags([index.entities[n].entity_type])[0]]
+    whole = [n for n in people if n not in noted or _is_person(index, n)]
     found = np.isin(index.owner, whole)
     notes = np.asarray(sorted({d for n in people for d in noted.get(n, ())}), dtype=np.int64)
     found[notes] = True
@@ -456,16 +454,23 @@ def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:
     firsts = {first for first in (_first(index.entities[n].name) for n in people) if len(first) > 2}
     found = []
     for first in firsts - STOPWORDS:
-        terms = tokenize(first)
-        term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
-        if term is None:
-            continue
-        for document in index.lexical.postings(term)[0].tolist():
+        for document in _holding(index, first):
             said = (index.observations[document] or "").lower()
             owner = index.entities[index.owner[document]].name  # "Lwazi Street: Lwazi Street is closed" is its own
             if said.startswith(first) and not said[len(first) : len(first) + 1].isalnum() and _first(owner) != first:
                 found.append(document)
     return np.asarray(found, dtype=np.int64)
+
+
+def _holding(index: GraphIndex, first: str) -> list[int]:
+    """The documents holding a first name as a word, from its postings (not a pass over every document)."""
+    terms = tokenize(first)
+    term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
+    return index.lexical.postings(term)[0].tolist() if term is not None else []
+
+
+def _is_person(index: GraphIndex, number: int) -> bool:
+    return bool(person_flags([index.entities[number].entity_type])[0])
 
 
 def possessed(query: str) -> list[str]:
