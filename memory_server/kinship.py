@@ -34,6 +34,7 @@ for _kind, _words in {
     for _entry in _words.split():
         _word, _, _sex = _entry.partition(":")
         _KIN[_word] = (_kind, _sex)
+_KIN["ex"] = ("ex spouse", "")  # "my ex", alone; before a word it qualifies that word says whose ex (_relatives)
 
 # The relative at the other end of each kind: the user "husband of" Roisin makes Roisin the user's spouse.
 _CONVERSE = {
@@ -52,6 +53,11 @@ _IN_LAW = {
 # A word before a kinship word that makes it another relative ("ex-wife", "step-mother", "business partner"), and
 # for "partner" the only words that keep it a spouse ("life partner", and a possessive: "my partner", "Cian's").
 _NOT_NOW = frozenset({"ex", "former"})
+# The people, besides relatives and job titles, an "ex" before them makes former ones: "my ex-flatmate" is no ex-spouse
+_EX_OF = frozenset(
+    "colleague colleagues coworker coworkers flatmate flatmates housemate housemates roommate roommates neighbour "
+    "neighbours neighbor neighbors landlord landlady friend friends teammate teammates classmate classmates".split()
+)
 _LIFE = frozenset({"life", "domestic", "civil", "romantic", "my", "our", "your", "his", "her", "their", "s"})
 
 SAME = 1.0  # a role that says the very relative asked for ("mother" for "mum", "daughter" for "daughter")
@@ -69,7 +75,7 @@ def converse(role: str) -> str | None:
     `role` of them; None for another role ("boss", "business partner", "mother in law")."""
     parts = role.split()
     said = _said(role) if parts and kin(parts[-1]) else []
-    return _CONVERSE[said[-1][0]] if said and len(said) == sum(kin(p) is not None for p in parts) else None
+    return _CONVERSE[said[-1][0]] if said and len(said) == len(_kinship_words(parts)) else None
 
 
 def in_law(role: str) -> str | None:
@@ -99,7 +105,12 @@ def qualified(question: str) -> frozenset[str]:
     """The kinship words a question says of another relative than they name alone ("mother" in "where does my
     mother-in-law live", "wife" in "my ex-wife's job"): the user's mother is not the one asked about."""
     parts = words(question)
-    return frozenset(word for word in parts if kin(word)) - {word for word, _ in _relatives(parts)}
+    return frozenset(_kinship_words(parts)) - {word for word, _ in _relatives(parts)}
+
+
+def _kinship_words(parts: list[str]) -> list[str]:
+    """The kinship words of `parts`, but an "ex" that says another is former ("ex" in "ex-wife")."""
+    return [w for n, w in enumerate(parts) if kin(w) and not (w == "ex" and _qualifies(parts[n + 1 : n + 2]))]
 
 
 def _said(role: str) -> list[tuple[str, str]]:
@@ -115,7 +126,7 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
     for n, word in enumerate(parts):
         said = kin(word)
         before = parts[n - 1] if n else ""
-        if said is None:
+        if said is None or (word == "ex" and _qualifies(parts[n + 1 : n + 2])):  # the next word says the relative
             continue
         if before in _NOT_NOW:  # "ex-wife", "former husband": an ex-spouse; an ex of another kind is none
             if said[0] == "spouse":
@@ -130,6 +141,14 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
         if said is not None:
             found.append((word, said))
     return found
+
+
+def _qualifies(following: list[str]) -> bool:
+    """Whether the word after an "ex" is the one it makes former ("my ex-wife", "my ex-boss", "ex flatmate"), so
+    "ex" alone names no one; "my ex", "my ex's girlfriend", "when does my ex pick up the kids" name the ex-spouse."""
+    from memory_server.answers import is_title  # answers reads kinship: imported at the call
+
+    return bool(following) and (kin(following[0]) is not None or following[0] in _EX_OF or is_title(following[0]))
 
 
 def role_fit(word: str, roles: Iterable[str], asked: tuple[str, str] | None = None) -> float | None:

@@ -347,7 +347,7 @@ def role_documents(
     asked = [
         w
         for w in dict.fromkeys(words(query))
-        if w not in STOPWORDS and len(w) > 2 and (embedder.knows(w) or kinship.kin(w))
+        if w not in STOPWORDS and (len(w) > 2 or kinship.kin(w)) and (embedder.knows(w) or kinship.kin(w))
     ]
     # a word that names a relative or a job comes first: "my manager" names the role in "when is my one-to-one with
     # my manager", "one" does not

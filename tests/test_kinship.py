@@ -101,3 +101,16 @@ def test_an_ex_spouse_is_asked_for_by_ex_and_never_as_the_spouse():
     assert role_fit("wife", {"married to"}, asked) == 0.0  # the wife now is not the ex
     assert role_fit("wife", {"ex wife"}) == 0.0  # nor is the ex "my wife"
     assert role_fit("husband", {"ex spouse"}, relatives_in("my former husband")["husband"]) == KIND
+
+
+def test_an_ex_alone_is_the_ex_spouse_and_before_another_word_makes_that_one_former():
+    from memory_server.kinship import relatives_in
+
+    assert named_in("how much maintenance does my ex pay") == [("ex spouse", "")]
+    assert named_in("when does my ex pick up the kids") == [("ex spouse", ""), ("child", "")]
+    assert role_fit("ex", {"ex husband"}, relatives_in("what's my ex's number")["ex"]) == SAME
+    assert role_fit("ex", {"married to"}) == 0.0  # the spouse now is not the ex
+    # "ex" says whose: the wife is the ex-spouse; an ex-boss or an ex-flatmate is no relative at all
+    assert relatives_in("what's my ex-wife's job") == {"wife": ("ex spouse", "f")}
+    assert named_in("what's my ex-boss's number") == []
+    assert named_in("where does my ex flatmate live") == []

@@ -790,6 +790,22 @@ def test_a_question_through_a_relative_reaches_whom_it_asks_about(bundled):
     assert reached(bundled, entities, relations, "what is my son's swimming day") == {"Oisín Brennan"}
 
 
+def test_a_question_through_the_ex_reaches_whom_it_asks_about(bundled):
+    # "ex" alone, two letters, named no relative: "my ex's girlfriend" reached no one to ask through
+    entities = [
+        Entity("default_user", "person", ["Paramedic", "Divorced 2024"]),
+        Entity("Sipho Mahlangu", "person", ["Ex-husband; married 2014, divorced 2024", "Cell 083 555 6621"]),
+        Entity("Refilwe Mokoena", "person", ["Sipho's partner, lives with him in Durbanville"]),
+        Entity("Zanele Khumalo", "person", ["Older sister, lives in Randburg"]),
+    ]
+    relations = [
+        Relation("default_user", "Zanele Khumalo", "sibling of"),
+        Relation("default_user", "Sipho Mahlangu", "divorced from"),
+    ]
+    assert reached(bundled, entities, relations, "who is my ex's girlfriend") == {"Refilwe Mokoena"}
+    assert reached(bundled, entities, relations, "what's my ex's cell") == {"Sipho Mahlangu"}
+
+
 def reached(bundled, entities: list[Entity], relations: list[Relation], question: str) -> set[str]:
     """The entities user.role_documents reaches for a question."""
     index = index_of(entities, relations)
