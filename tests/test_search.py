@@ -458,6 +458,18 @@ def test_weekdays_and_months_as_notes_shorten_them_meet_the_whole_word():
     assert index.scores("which monday is practice")[0] > 0
 
 
+def test_a_day_of_the_month_said_as_an_ordinal_meets_the_dates_that_hold_it():
+    nine = tokenize("the 9th")
+    for date in ("2026-05-09", "09/05/2026", "9 May", "May 9th"):
+        assert set(nine) <= set(tokenize(date)), date
+    assert tokenize("Salary on the 25th, rent on the 1st") == tokenize("Salary on the 25, rent on the 1")
+    assert tokenize("32nd street, 08:00, 100") == ["32nd", "street", "8", "00", "100"]  # no day of a month
+    index = LexicalIndex()
+    index.add(np.array([0, 1]), [tokenize("2026-05-09: Mom had a fall"), tokenize("Mom: room 14, east wing")])
+    fall, room = index.scores("what happened with mom on the 9th")
+    assert fall > room
+
+
 def test_words_written_as_one_meet_words_written_as_two():
     vocabulary = {term: n for n, term in enumerate(tokenize("rollback username pick drop car pet setup"))}
     none = lambda word: []
