@@ -307,6 +307,7 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
     cosines = np.array([h.hit.cosine for h in others])
     read = ~np.isnan(cosines)
     cosines[~read] = np.min(cosines[read]) if read.any() else 0.0
+    _nearest_as_found(static, cosines, read)
     weight = _weights(others)
     blend = weight * _stretched(cosines) + (1 - weight) * _stretched(static)
     shaped = np.array([h.hit.shaped for h in others])
@@ -326,6 +327,19 @@ def reordered(hits: list[LabelledHit]) -> list[LabelledHit]:
         for n in chosen
     ]
     return sorted(named, key=lambda labelled: -labelled.hit.rank) + again
+
+
+def _nearest_as_found(static: np.ndarray, cosines: np.ndarray, read: np.ndarray) -> None:
+    """Gives the pool's document the transformer reads nearest the question, when the static ranking found no
+    evidence for it, the static score of the weakest document it found (in place). A paraphrase shares no word with
+    its answer ("when's my next tick jab": "TBE vaccine: dose 3 due May 2026"), and a static score of nothing put
+    the transformer's first choice under every note sharing a word (dev personas: 4 more questions in the top 3)."""
+    found = static > 0
+    if not found.any() or not read.any():
+        return
+    nearest = int(np.argmax(np.where(read, cosines, -np.inf)))
+    if not found[nearest]:
+        static[nearest] = float(static[found].min())
 
 
 def _shaped_first(hits: list[LabelledHit], blend: np.ndarray) -> None:

@@ -332,6 +332,24 @@ def test_a_list_of_numbers_a_question_names_is_not_read_whole():
     assert named_answers(index, "what's the number for the school", [office], None) == []
 
 
+def test_the_note_the_transformer_reads_nearest_is_not_buried_for_sharing_no_word():
+    # "when's my next tick jab": the answer shares no word with it, so the static ranking gave it nothing, and its
+    # static half put it under every long note that shared a word, though the transformer read it nearest
+    from memory_server.hits import Hit, LabelledHit
+
+    words = "one two three four five six seven eight nine ten eleven twelve"
+    pool = [("Ticks", f"next tick check {words}", 0.8, 0.30), ("Ticks", f"tick card {words}", 0.7, 0.28)]
+    pool += [("Gotland", f"fieldwork note {n} {words}", 0.6, 0.20 + n / 100) for n in range(3)]
+    pool += [("Other", f"unrelated note {n} {words}", 0.0, 0.10) for n in range(3)]
+    pool += [("TBE vaccine", f"dose 3 due May 2026 {words}", 0.0, 0.45)]
+    hits = [
+        LabelledHit(Hit(Entity(name, "note", []), said, static, static, static * 4, n, cosine), "m", ())
+        for n, (name, said, static, cosine) in enumerate(pool)
+    ]
+    order = [labelled.hit.entity.name for labelled in rerank.reordered(hits)]
+    assert order.index("TBE vaccine") < 3, order
+
+
 def test_nonsense_still_returns_nothing(tmp_path):
     store = store_with(tmp_path, "aoife", AOIFE, AOIFE_RELATIONS)
     searcher = Searcher(slot(tmp_path))
