@@ -82,6 +82,14 @@ _CALENDAR = {
     "thurs": "thursday", "fri": "friday", "feb": "february", "apr": "april", "jun": "june", "jul": "july",
     "aug": "august", "sep": "september", "sept": "september", "oct": "october", "nov": "november", "dec": "december",
 }  # fmt: skip
+# A day of the month as a question says it ("on the 9th") is its figure, as dates write it ("2026-05-09", "9 May")
+_CALENDAR |= {
+    f"{zero}{day}{suffix}": str(day)
+    for day in range(1, 32)
+    for zero in ("", "0")
+    for suffix in ("", "st", "nd", "rd", "th")
+    if (zero or suffix) and not (zero and day > 9)
+}
 _CALENDAR_BESIDE_FIGURES = {"sat": "saturday", "sun": "sunday", "jan": "january", "mar": "march"}
 
 
@@ -90,19 +98,9 @@ def _calendar_spelled_out(said: list[str]) -> list[str]:
         return any(0 <= i < len(said) and any(c.isdigit() for c in said[i]) for i in (at - 1, at + 1))
 
     return [
-        _CALENDAR.get(word) or (beside_figure(at) and _CALENDAR_BESIDE_FIGURES.get(word)) or _day(word) or word
+        _CALENDAR.get(word) or (beside_figure(at) and _CALENDAR_BESIDE_FIGURES.get(word)) or word
         for at, word in enumerate(said)
     ]
-
-
-# A day of the month as a question says it ("on the 9th") and as dates write it ("2026-05-09", "09/05", "9 May")
-_DAY = re.compile(r"0?([1-9]|[12]\d|3[01])(?:st|nd|rd|th)?")
-
-
-def _day(word: str) -> str | None:
-    """The day a word of one or two figures, or an ordinal, says ("09", "9th": "9"), or None."""
-    found = _DAY.fullmatch(word)
-    return found.group(1) if found and word != found.group(1) else None
 
 
 def stems(text: str) -> tuple[str, ...]:
