@@ -148,7 +148,7 @@ def asks_own_wedding(question: str) -> bool:
     wedding = _WEDDING.search(text)
     if not wedding or "whose" in said or FIRST_PERSON.isdisjoint(said):
         return False
-    if any(kin(word) and kin(word)[0] != "spouse" for word in said):  # "my brother": his wedding
+    if any(kin(word) and kin(word)[0] not in ("spouse", "ex spouse") for word in said):  # "my brother": his wedding
         return False
     before = text[: wedding.start()].split()
     if before and before[-1] == "s":  # "Steve's wedding"

@@ -9,6 +9,7 @@ names, and the sex it says, if any (a "son" is no daughter; a "child" may be).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from memory_server.lexical import words
@@ -54,6 +55,7 @@ _IN_LAW = {
 # for "partner" the only words that keep it a spouse ("life partner", and a possessive: "my partner", "Cian's").
 _NOT_NOW = frozenset({"ex", "former"})
 # The people, besides relatives and job titles, an "ex" before them makes former ones: "my ex-flatmate" is no ex-spouse
+_EX_JOINED = re.compile(r"\bex-(?=\w)", re.IGNORECASE)
 _EX_OF = frozenset(
     "colleague colleagues coworker coworkers flatmate flatmates housemate housemates roommate roommates neighbour "
     "neighbours neighbor neighbors landlord landlady friend friends teammate teammates classmate classmates".split()
@@ -92,25 +94,31 @@ def in_law(role: str) -> str | None:
 def named_in(question: str) -> list[tuple[str, str]]:
     """The relatives a question names, as `kin` gives them, but for the qualified ones ("where does my ex-wife live"
     names no wife; "my mother-in-law" names a parent in law)."""
-    return _said(" ".join(words(question)))
+    return _said(" ".join(_spoken(question)))
+
+
+def _spoken(question: str) -> list[str]:
+    """A question's words, "ex-" read as "former": joined to a word, it always makes that one former ("my ex-tenant",
+    "my ex-business partner", "ex-directory"), whatever the word; "my ex" alone is the ex-spouse (`_relatives`)."""
+    return words(_EX_JOINED.sub("former ", question))
 
 
 def relatives_in(question: str) -> dict[str, tuple[str, str]]:
     """Each kinship word of a question with the relative it names there ("mother": a parent, or in "my mother in
     law" a parent in law); the qualified ones left out ("wife" in "my ex-wife")."""
-    return dict(_relatives(words(question)))
+    return dict(_relatives(_spoken(question)))
 
 
 def qualified(question: str) -> frozenset[str]:
     """The kinship words a question says of another relative than they name alone ("mother" in "where does my
     mother-in-law live", "wife" in "my ex-wife's job"): the user's mother is not the one asked about."""
-    parts = words(question)
+    parts = _spoken(question)
     return frozenset(_kinship_words(parts)) - {word for word, _ in _relatives(parts)}
 
 
 def _kinship_words(parts: list[str]) -> list[str]:
-    """The kinship words of `parts`, but an "ex" that says another is former ("ex" in "ex-wife")."""
-    return [w for n, w in enumerate(parts) if kin(w) and not (w == "ex" and _qualifies(parts[n + 1 : n + 2]))]
+    """The kinship words of `parts`, but an "ex" that names no one (`_ex_alone`)."""
+    return [w for n, w in enumerate(parts) if kin(w) and (w != "ex" or _ex_alone(parts, n))]
 
 
 def _said(role: str) -> list[tuple[str, str]]:
@@ -126,7 +134,7 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
     for n, word in enumerate(parts):
         said = kin(word)
         before = parts[n - 1] if n else ""
-        if said is None or (word == "ex" and _qualifies(parts[n + 1 : n + 2])):  # the next word says the relative
+        if said is None or (word == "ex" and not _ex_alone(parts, n)):
             continue
         if before in _NOT_NOW:  # "ex-wife", "former husband": an ex-spouse; an ex of another kind is none
             if said[0] == "spouse":
@@ -143,12 +151,14 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
     return found
 
 
-def _qualifies(following: list[str]) -> bool:
-    """Whether the word after an "ex" is the one it makes former ("my ex-wife", "my ex-boss", "ex flatmate"), so
-    "ex" alone names no one; "my ex", "my ex's girlfriend", "when does my ex pick up the kids" name the ex-spouse."""
+def _ex_alone(parts: list[str], at: int) -> bool:
+    """Whether the "ex" at `at` names the ex-spouse: said as theirs ("my ex", "my ex's girlfriend", "when does my ex
+    pick up the kids"), not before the one it makes former ("my ex wife", "my ex boss", "my ex flatmate"; "ex VAT")."""
     from memory_server.answers import is_title  # answers reads kinship: imported at the call
 
-    return bool(following) and (kin(following[0]) is not None or following[0] in _EX_OF or is_title(following[0]))
+    following = parts[at + 1 : at + 2]
+    qualifies = bool(following) and (kin(following[0]) is not None or following[0] in _EX_OF or is_title(following[0]))
+    return at > 0 and parts[at - 1] in ("my", "our") and not qualifies
 
 
 def role_fit(word: str, roles: Iterable[str], asked: tuple[str, str] | None = None) -> float | None:

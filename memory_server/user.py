@@ -344,10 +344,11 @@ def role_documents(
     user ("Hannah's manager since 2023"): they say what the entity is to the user."""
     none = np.zeros(0, dtype=np.int64)
     # a kinship word fits by the table, not by the model, which may not know it whole ("godson", "stepson")
+    qualified, named = kinship.qualified(query), kinship.relatives_in(query)
     asked = [
         w
         for w in dict.fromkeys(words(query))
-        if w not in STOPWORDS and (len(w) > 2 or kinship.kin(w)) and (embedder.knows(w) or kinship.kin(w))
+        if w not in STOPWORDS and (len(w) > 2 or w in named) and (embedder.knows(w) or kinship.kin(w))
     ]
     # a word that names a relative or a job comes first: "my manager" names the role in "when is my one-to-one with
     # my manager", "one" does not
@@ -362,7 +363,6 @@ def role_documents(
     # word by the relative its roles say, when they say one (memory_server.kinship: to a static model "daughter" is
     # as near "parent" as "child").
     # A kinship word the question qualifies ("my mother-in-law") fits no role that names the relative alone.
-    qualified, named = kinship.qualified(query), kinship.relatives_in(query)
     fits = {}
     for found in set(by_role.values()):
         fits[found] = fit[:, [column[r] for r in found]].max(axis=1)

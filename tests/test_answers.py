@@ -186,6 +186,7 @@ def test_questions_about_anyones_birth():
 def test_a_wedding_asked_and_said():
     asked = ["when's our wedding anniversary", "when did we get married", "how long have I been married"]
     asked += ["what's the date of our wedding anniversary", "when did my husband and I get married"]
+    asked += ["when did my ex and I get married", "how long was I married to my ex-husband"]  # the ex's is ours too
     for question in asked:
         assert asks_own_wedding(question), question
     others = ["when is Niamh's wedding", "whose wedding am I going to in September", "when is my brother getting wed"]

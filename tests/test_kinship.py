@@ -114,3 +114,7 @@ def test_an_ex_alone_is_the_ex_spouse_and_before_another_word_makes_that_one_for
     assert relatives_in("what's my ex-wife's job") == {"wife": ("ex spouse", "f")}
     assert named_in("what's my ex-boss's number") == []
     assert named_in("where does my ex flatmate live") == []
+    # joined to a word, "ex-" always makes that one former, whatever it is; "ex" not said as theirs is no one's
+    for question in ("what's my ex-tenant's number", "my ex-business partner's number", "my ex-directory landline"):
+        assert named_in(question) == [], question
+    assert named_in("what's the laptop price ex VAT for my work") == []
