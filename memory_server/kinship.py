@@ -35,7 +35,7 @@ for _kind, _words in {
     for _entry in _words.split():
         _word, _, _sex = _entry.partition(":")
         _KIN[_word] = (_kind, _sex)
-_KIN["ex"] = ("ex spouse", "")  # "my ex", alone; before a word it qualifies that word says whose ex (_relatives)
+_KIN["ex"] = ("ex spouse", "")  # "my ex", alone; before a word it makes former, that word says who (_ex_alone)
 
 # The relative at the other end of each kind: the user "husband of" Roisin makes Roisin the user's spouse.
 _CONVERSE = {
@@ -54,8 +54,8 @@ _IN_LAW = {
 # A word before a kinship word that makes it another relative ("ex-wife", "step-mother", "business partner"), and
 # for "partner" the only words that keep it a spouse ("life partner", and a possessive: "my partner", "Cian's").
 _NOT_NOW = frozenset({"ex", "former"})
-# The people, besides relatives and job titles, an "ex" before them makes former ones: "my ex-flatmate" is no ex-spouse
-_EX_JOINED = re.compile(r"\bex-(?=\w)", re.IGNORECASE)
+_EX_JOINED = re.compile(r"\bex-(?=\w)", re.IGNORECASE)  # "ex-" joined to a word: always that word's (_spoken)
+# The people, besides relatives and job titles, an "ex" before them makes former ones: "my ex flatmate" is no ex-spouse
 _EX_OF = frozenset(
     "colleague colleagues coworker coworkers flatmate flatmates housemate housemates roommate roommates neighbour "
     "neighbours neighbor neighbors landlord landlady friend friends teammate teammates classmate classmates".split()
