@@ -37,6 +37,9 @@ for _kind, _words in {
         _KIN[_word] = (_kind, _sex)
 _KIN["ex"] = ("ex spouse", "")  # "my ex", alone; before a word it makes former, that word says who (_ex_alone)
 
+# Words that name a child only as someone's ("Rafa's boy", "my sister's girls"), never alone ("birthday girl")
+_CHILD_AS_THEIRS = {"boy": "son", "boys": "sons", "girl": "daughter", "girls": "daughters"}
+
 # The relative at the other end of each kind: the user "husband of" Roisin makes Roisin the user's spouse.
 _CONVERSE = {
     "parent": "child", "child": "parent", "step parent": "step child", "step child": "step parent",
@@ -69,6 +72,20 @@ KIND = 0.9  # a role of that kind that does not say the sex ("child" for "daught
 def kin(word: str) -> tuple[str, str] | None:
     """The kind of relative a word names and the sex it says ("mum": ("parent", "f")), or None."""
     return _KIN.get(word)
+
+
+def as_theirs(word: str) -> str:
+    """The kinship word a word after a possessive says: "son" for "boy" ("Rafa's boy"); any other word itself."""
+    return _CHILD_AS_THEIRS.get(word, word)
+
+
+def same_relative(word: str, asked: str) -> bool:
+    """Whether a kinship `word` names a relative of the kind `asked` names, of no other sex ("kids" for "son",
+    not "daughter")."""
+    said, wanted = kin(word), kin(asked)
+    if said is None or wanted is None or said[0] != wanted[0]:
+        return False
+    return not (said[1] and wanted[1]) or said[1] == wanted[1]
 
 
 def converse(role: str) -> str | None:

@@ -24,7 +24,7 @@ from memory_server.answers import (
 )
 from memory_server.joined import unaccented
 from memory_server.lexical import STOPWORDS, is_first_person, stem, stems, words
-from memory_server.user import possessed, role_documents
+from memory_server.user import possessed, role_documents, through_named
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,6 +49,10 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     if user is not None and asks_own_wedding(query):  # "Married 18 August 2016" is the spouse's note
         return _owned_answers(index, pool, _married(index, user), says_wedding)
     shape = asked_shape(query)
+    theirs = through_named(index, query, embedder) if _through_another(query) else None
+    if theirs is not None:  # "how do I reach Léa's mom": her mother's number, not Léa's
+        reached, notes = (set(found.tolist()) & set(pool) for found in theirs)
+        return notes if shape is None else {d for d in reached if has_shape(index.observations[d] or "", shape)}
     if shape is None and user is not None and _through_another(query):  # "who is my son's teacher": "Oisín's teacher"
         return set(role_documents(index, user, query, embedder, documents)[1].tolist()) & set(pool)
     if shape is None or _through_another(query):

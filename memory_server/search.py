@@ -48,7 +48,7 @@ from memory_server.lazy import lazy_module
 from memory_server.lexical import STOPWORDS, is_first_person, related_terms, spelled_out, stems, words
 from memory_server.marks import answering, named_answers
 from memory_server.store import GraphStore
-from memory_server.user import User, in_first_person, may_call, role_documents, user_of
+from memory_server.user import User, in_first_person, may_call, role_documents, through_named, user_of
 from memory_server.vector_cache import VectorCache
 
 if TYPE_CHECKING:
@@ -242,8 +242,9 @@ class GraphIndex(DocumentIndex):
         leading = float(pooled.max()) if len(kept) else usual  # the best match's score
         top = spread * max((leading - usual) / spread, 1.0)
         focus = kept[:0]
-        if user is not None:
-            reached, identity = role_documents(self, user, query, embedder, kept)
+        theirs = through_named(self, query, embedder)  # "Léa's mom": not the user's, whoever asks
+        if theirs is not None or user is not None:
+            reached, identity = theirs or role_documents(self, user, query, embedder, kept)
             supported = np.zeros(len(values), dtype=bool)
             supported[kept] = True
             scores.fill(reached)
@@ -254,7 +255,7 @@ class GraphIndex(DocumentIndex):
             values[identity] += IDENTITY_SHARE * top
             supported[reached] = True
             kept = np.flatnonzero(supported)
-            focus = reached if len(reached) else user.own
+            focus = reached if len(reached) or user is None else user.own
         shape = asked_shape(query) if len(focus) else None
         if shape is not None:
             kept = self._shaped(shape, scores, kept, focus, usual, ANSWER_SHARE * top)

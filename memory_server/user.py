@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from memory_server.answers import MONTHS, is_title
 from memory_server.graph import Entity, Relation
-from memory_server.joined import JoinedText
+from memory_server.joined import JoinedText, unaccented
 from memory_server import kinship
 from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, stem, tokenize, words
@@ -59,6 +59,7 @@ _ALIAS = re.compile(
 # called Minou", "Brother called Nikos Papadakis", "a bar known as The Spot"), and a note that opens with "Called
 # ..." is a phone call.
 _NAMED_FIRST = re.compile(r"([A-Z][\w'-]*(?: [A-Z][\w'-]*)+)\s*,\s*")  # "Kwabena Mensah, " before "goes by Kwab"
+_QUOTED = re.compile(r"[\"\u201c]([A-Z][\w'-]*)[\"\u201d]")  # a quoted name: "Rafa"
 _CLAUSE_END = tuple(",;:(.!?-\u2013\u2014")
 _BEFORE_ALIAS = frozenset({"also", "usually", "often", "sometimes", "mostly", "be", "been", "my"})
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
@@ -405,23 +406,76 @@ def role_documents(
 def _theirs(
     index: GraphIndex, chosen: list[int], query: str, embedder: Embedder
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """For a question through the one a role names ("who is my son's teacher", "my ex's girlfriend"), the documents
-    of the entities that are that to them, by a relation ("Refilwe partner of Sipho") or by a note calling them so
-    after their first name ("Ms Daly: Oisín's teacher"; from a topic's note, that note only), and those notes; None
-    when the question asks no one through them, or nothing is that to them."""
+    """For a question through the one a role names ("who is my son's teacher", "my ex's girlfriend"), what
+    `relatives_of` finds of them; None when the question asks no one through them."""
     said = words(query)
-    asked = next(
-        (said[n + 3] for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s"), None
-    )
-    if asked is None or not (kinship.kin(asked) or is_title(asked)):  # "my husband's job" asks his, of him
+    through = (said[n + 3] for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s")
+    asked = kinship.as_theirs(next(through, ""))
+    if not (kinship.kin(asked) or is_title(asked)):  # "my husband's job" asks his, of him
         return None
+    return relatives_of(index, chosen, asked, embedder)
+
+
+def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray] | None:
+    """For a question through someone it names ("how do I reach Léa's mom", "who is Kofi's teacher"), what
+    `relatives_of` finds of the people of that first name (or one their notes say they go by: "Rafa"); None when
+    the question asks no one so; when no one is that to them, their notes that say who is ("Kids: Theo")."""
+    said = words(unaccented(query))
+    for n in range(len(said) - 2):
+        first, asked = said[n], kinship.as_theirs(said[n + 2])
+        if said[n + 1] != "s" or first in STOPWORDS or not (kinship.kin(asked) or is_title(asked)):
+            continue
+        people = _people_called(index, first)
+        if people:
+            found = relatives_of(index, people, asked, embedder, first)
+            notes = _saying(index, people, asked) if found is None else None
+            return (notes, notes) if notes is not None and len(notes) else found
+    return None
+
+
+def _saying(index: GraphIndex, people: list[int], asked: str) -> np.ndarray:
+    """The notes of `people` that name the relative or the job asked for, when nothing else says who it is ("Kids:
+    Theo (born 11 January 2018)" for "how old is Rafa's boy"; "Titulaire (homeroom teacher): Mme Roy")."""
+    found = []
+    for number in people:
+        start = int(index.name_doc[number])
+        for document in range(start + 1, start + int(index.documents.counts[number])):
+            said = words(index.observations[document] or "")
+            if any(w == asked or kinship.same_relative(w, asked) for w in said):
+                found.append(document)
+    return np.asarray(found, dtype=np.int64)
+
+
+def _people_called(index: GraphIndex, first: str) -> list[int]:
+    """The people whose first name is `first`, or who a note of theirs says go by it ("Younger brother, "Rafa"")."""
+    found = set()
+    for document in _holding(index, first):
+        owner = int(index.owner[document])
+        if owner in found or not _is_person(index, owner):
+            continue
+        name = index.entities[owner].name
+        aliases = _aliases(index.observations[document] or "") + _quoted(index.observations[document] or "")
+        if unaccented(_first(name)) == first or any(unaccented(a).lower() == first for a in aliases):
+            found.add(owner)
+    return sorted(found)
+
+
+def relatives_of(
+    index: GraphIndex, chosen: list[int], asked: str, embedder: Embedder, called: str = ""
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The documents of the entities that are `asked` (a kinship word or a job title) to one of `chosen`, by a
+    relation ("Refilwe partner of Sipho") or by a note calling them so after their first name, or the name the
+    question `called` them ("Ms Daly: Oisín's teacher", "Rafa's wife"; from a topic's note, that note only), and
+    those notes; None when nothing is that to them."""
     names = {index.entities[n].name for n in chosen}
     numbers = index.entity_cache().numbers()
     roles = _related(index.graph.relations_touching(names), names, numbers, True)
     noted: dict[int, list[int]] = {}
-    for first in {_first(name) for name in names if len(_first(name)) > 2}:
+    for first in {_first(name) for name in names if len(_first(name)) > 2} | ({called} - {""}):
         for document in _holding(index, first):
-            called = called_in(index.observations[document] or "", (first,))
+            # a relative or a job ("Oisín's teacher"), not what else is theirs ("Lwazi's school concert")
+            said = called_in(index.observations[document] or "", (first,))
+            called = [phrase for phrase in said if any(kinship.kin(w) or is_title(w) for w in phrase.split())]
             if called:
                 owner = int(index.owner[document])
                 roles.setdefault(owner, set()).update(called)
@@ -676,6 +730,17 @@ def _aliases(observation: str) -> list[str]:
             named = _NAMED_FIRST.match(observation)
             if named and named.end() == match.start():
                 found.append(named.group(1))
+    return found
+
+
+def _quoted(observation: str) -> list[str]:
+    """The names a note quotes at the start of a clause, as the one its entity goes by ("Younger brother, "Rafa"");
+    not after a word ("Calls Fernanda "Fê"": what she calls another)."""
+    found = []
+    for match in _QUOTED.finditer(observation):
+        before = observation[: match.start()].rstrip()
+        if not before or before.endswith(_CLAUSE_END):
+            found.append(match.group(1))
     return found
 
 

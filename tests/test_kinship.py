@@ -2,7 +2,7 @@
 
 import pytest
 
-from memory_server.kinship import KIND, SAME, kin, named_in, qualified, role_fit
+from memory_server.kinship import KIND, SAME, as_theirs, kin, named_in, qualified, role_fit, same_relative
 
 
 def test_a_kinship_word_names_a_kind_of_relative_and_maybe_a_sex():
@@ -118,3 +118,15 @@ def test_an_ex_alone_is_the_ex_spouse_and_before_another_word_makes_that_one_for
     for question in ("what's my ex-tenant's number", "my ex-business partner's number", "my ex-directory landline"):
         assert named_in(question) == [], question
     assert named_in("what's the laptop price ex VAT for my work") == []
+
+
+def test_a_boy_or_a_girl_said_as_someones_is_their_son_or_daughter():
+    assert as_theirs("boy") == "son" and as_theirs("girls") == "daughters"
+    assert as_theirs("teacher") == "teacher"
+    assert kin("girl") is None  # alone, never a relative: "birthday girl", "girl guides"
+
+
+def test_a_relative_of_the_kind_asked_for_and_no_other_sex():
+    assert same_relative("kids", "son") and same_relative("sons", "son")
+    assert not same_relative("daughter", "son")
+    assert not same_relative("mother", "son") and not same_relative("school", "son")

@@ -16,7 +16,7 @@ from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
-from memory_server.user import in_first_person, possessed, role_documents
+from memory_server.user import in_first_person, possessed, role_documents, through_named
 from memory_server.user_facts import introduced_as
 
 
@@ -788,6 +788,62 @@ def test_a_question_through_a_relative_reaches_whom_it_asks_about(bundled):
     assert [index.observations[d] for d in documents.tolist()] == [dentist]
     # what the son does, has or is asked of him is his: "my son's school" is no one's role
     assert reached(bundled, entities, relations, "what is my son's swimming day") == {"Oisín Brennan"}
+
+
+STEPFAMILY = [
+    Entity("default_user", "person", ["Translator, French and Portuguese", "Mother: Helena, in Porto Alegre"]),
+    Entity("Helena Ribeiro", "person", ["Mãe; born 17 May 1953", "WhatsApp +55 51 99812-4470"]),
+    Entity("Mathieu Gagnon", "person", ["Partner; teaches history at the cégep"]),
+    Entity("Léa Gagnon", "person", ["Mathieu's daughter, born 22 June 2012", "Her own cell: 514-555-0319"]),
+    Entity("Karine Lefebvre", "person", ["Léa's mother; separated from Mathieu in 2015", "Cell 514-555-0447"]),
+    Entity("Rota", "schedule", ["Swapped a shift for Léa's school concert"]),
+    Entity("Rafael Ribeiro", "person", ['Younger brother, "Rafa"', "Kids: Theo (born 2018) and Alice (born 2020)"]),
+    Entity("Camila Souza", "person", ["Rafa's wife; dentist"]),
+]
+STEPFAMILY_RELATIONS = [
+    Relation("default_user", "Helena Ribeiro", "child of"),
+    Relation("Mathieu Gagnon", "Léa Gagnon", "parent of"),
+    Relation("default_user", "Rafael Ribeiro", "sister of"),
+]
+
+
+def through(bundled, question: str) -> tuple[set[str], list[str]] | None:
+    """The entities user.through_named reaches for a question, and the notes that say who they are."""
+    index = index_of(STEPFAMILY, STEPFAMILY_RELATIONS)
+    embedder, _ = bundled.get()
+    found = through_named(index, question, embedder)
+    if found is None:
+        return None
+    documents, notes = found
+    return {index.entities[index.owner[d]].name for d in documents}, [index.observations[d] for d in notes]
+
+
+def test_a_question_through_someone_named_reaches_whom_it_asks_about(bundled):
+    # "Léa's mom" is the one a note calls "Léa's mother", not the user's mother (before: Helena's notes were reached)
+    assert through(bundled, "how do I reach Léa's mom") == (
+        {"Karine Lefebvre"},
+        ["Léa's mother; separated from Mathieu in 2015"],
+    )
+    assert through(bundled, "what does Lea's dad do")[0] == {"Mathieu Gagnon"}  # by a relation, accents or not
+    # what else is hers names no one: "Léa's school concert" makes the rota no teacher
+    assert through(bundled, "who is Léa's teacher") is None
+    assert through(bundled, "what is Léa's phone number") is None  # asked of her, not through her
+
+
+def test_a_name_someone_goes_by_and_a_boy_said_as_theirs_reach_their_child(bundled):
+    # "Rafa" is quoted in Rafael's note; "boy" after a possessive is a son. No one is his son by a relation or a
+    # note, so his own note that names his children says who is.
+    assert through(bundled, "how old is Rafa's boy") == (
+        {"Rafael Ribeiro"},
+        ["Kids: Theo (born 2018) and Alice (born 2020)"],
+    )
+    assert through(bundled, "what's Rafa's wife called")[0] == {"Camila Souza"}
+
+
+def test_the_number_of_someones_mother_is_hers_not_the_childs(tmp_path, bundled):
+    found = search(tmp_path, bundled, [*STEPFAMILY, *distractors()], STEPFAMILY_RELATIONS, "what is Léa's mom's number")
+    assert ("Karine Lefebvre", "Cell 514-555-0447") in found[:2], found
+    assert ("Léa Gagnon", "Her own cell: 514-555-0319") not in found[:3], found
 
 
 def test_a_question_through_the_ex_reaches_whom_it_asks_about(bundled):
