@@ -14,13 +14,12 @@ into occupations.txt by scripts/build_occupations.py.
 from __future__ import annotations
 
 import calendar
-import functools
 import re
 from enum import Enum
-from pathlib import Path
 
 from memory_server.kinship import kin
 from memory_server.lexical import FIRST_PERSON, words
+from memory_server.occupations import singular, titles
 
 
 class Shape(Enum):
@@ -222,11 +221,6 @@ def _is_plate(text: str) -> bool:
     return 5 <= len(characters) <= 9 and not characters.isdigit() and not characters.isalpha()
 
 
-def is_title(word: str) -> bool:
-    """Whether a word is a job title of occupations.txt ("dentist", "boss"; "nurses" too)."""
-    return _singular(word.lower()) in _titles()
-
-
 def _names_a_job(note: str) -> bool:
     """Whether a note says a job: a title of occupations.txt (one to three words, the last maybe plural: "nurses"),
     or words that say one (`_JOB_WORDS`)."""
@@ -239,30 +233,10 @@ def _names_a_job(note: str) -> bool:
 def _holds(said: list[str], start: int, size: int) -> bool:
     """Whether `size` words of a note from `start` are a title its subject holds: not another's ("Married to a
     doctor") nor a verb ("Cooks a roast")."""
-    titles = _titles()
+    known = titles()
     last = said[start + size - 1]
-    if " ".join([*said[start : start + size - 1], _singular(last)]) not in titles:
+    if " ".join([*said[start : start + size - 1], singular(last)]) not in known:
         return False
     before, after = " ".join(["", *said[:start], ""]), " ".join(["", *said[start + size :]])
-    verb = start == 0 and size == 1 and last not in titles and _VERB.match(after)
+    verb = start == 0 and size == 1 and last not in known and _VERB.match(after)
     return not verb and not _OTHERS.search(before)
-
-
-def _singular(word: str) -> str:
-    """A plural's singular as WordNet's lemmas have it ("nurses", "bosses"; "midwives" stays: not a title then).
-    Not a stemmer: Snowball makes "Townes" (a physicist in WordNet) of "town"."""
-    titles = _titles()
-    if word in titles or not word.endswith("s"):
-        return word
-    if word[:-1] in titles:  # "nurses" -> "nurse"
-        return word[:-1]
-    if word.endswith("es") and word[:-2] in titles:  # "bosses" -> "boss"; "days" is no "da" (district attorney)
-        return word[:-2]
-    return word
-
-
-@functools.cache
-def _titles() -> frozenset[str]:
-    """The job titles of occupations.txt, each as its words joined by spaces."""
-    lines = (Path(__file__).with_name("occupations.txt").read_text(encoding="utf-8")).splitlines()
-    return frozenset(" ".join(words(line)) for line in lines if line and not line.startswith("#"))

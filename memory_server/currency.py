@@ -12,10 +12,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from memory_server.answers import MONTHS, is_title
+from memory_server.answers import MONTHS
 from memory_server.hits import NAME_MATCH_RANK, LabelledHit, by_entity
 from memory_server.kinship import kin
 from memory_server.lexical import tokenize, words
+from memory_server.occupations import is_title
 
 # A note that says it no longer holds: "(old number, stopped Feb 2025)", "Previous address: ...", "First fix: 1.89%
 # for 3 years, ended August 2022", "Used to swim". Not "Old ThinkPad for side projects", "a former warehouse", "the

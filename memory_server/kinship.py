@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable
 
 from memory_server.lexical import words
+from memory_server.occupations import is_title
 
 # word -> (kind of relative, sex it says: "f", "m" or "" for either)
 _KIN: dict[str, tuple[str, str]] = {}
@@ -171,8 +172,6 @@ def _relatives(parts: list[str]) -> list[tuple[str, tuple[str, str]]]:
 def _ex_alone(parts: list[str], at: int) -> bool:
     """Whether the "ex" at `at` names the ex-spouse: said as theirs ("my ex", "my ex's girlfriend", "when does my ex
     pick up the kids"), not before the one it makes former ("my ex wife", "my ex boss", "my ex flatmate"; "ex VAT")."""
-    from memory_server.answers import is_title  # answers reads kinship: imported at the call
-
     following = parts[at + 1 : at + 2]
     qualifies = bool(following) and (kin(following[0]) is not None or following[0] in _EX_OF or is_title(following[0]))
     return at > 0 and parts[at - 1] in ("my", "our") and not qualifies

@@ -18,12 +18,12 @@ from memory_server.answers import (
     asks_own_birth,
     asks_own_wedding,
     has_shape,
-    is_title,
     says_birth,
     says_wedding,
 )
 from memory_server.joined import unaccented
 from memory_server.lexical import STOPWORDS, is_first_person, stem, stems, words
+from memory_server.occupations import is_title
 from memory_server.user import possessed, role_documents, through_named
 
 if TYPE_CHECKING:

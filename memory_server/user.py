@@ -17,12 +17,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from memory_server.answers import MONTHS, is_title
+from memory_server.answers import MONTHS
 from memory_server.graph import Entity, Relation
 from memory_server.joined import JoinedText, unaccented
 from memory_server import kinship
 from memory_server.lazy import lazy_module
 from memory_server.lexical import FIRST_PERSON, STOPWORDS, is_first_person, stem, tokenize, words
+from memory_server.occupations import is_title
 from memory_server.user_facts import (
     USER_NAMES,
     called_by,
