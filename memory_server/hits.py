@@ -31,6 +31,7 @@ class Hit:
     nearest: bool = False  # shown only as one of the user's notes nearest a question nothing matched (rerank.py)
     shaped: bool = False  # of the entity a first-person question is about, with the shape of answer it asks for
     # ("what does my husband do": "Midwife, Rotunda Hospital"; marks.answering), read by rerank.py
+    fits: bool = False  # has the shape of answer the question asks for, whoever's it is (rerank.SHAPE_BONUS)
 
 
 @dataclass(frozen=True)

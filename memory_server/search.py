@@ -171,7 +171,8 @@ class GraphIndex(DocumentIndex):
         self, reader: Reader, store: GraphStore, query: str, hits: list[Hit], embedder: Embedder
     ) -> list[Hit]:
         """`hits` and the rest of the transformer's pool (rerank.py), each with its cosine for `query`; the user's
-        own observations are marked for a first-person question that says something (not "what is my asdf")."""
+        own observations are marked for a first-person question that says something (not "what is my asdf"), and
+        those with the shape of answer it asks for (a date, a time, a number; answers.py)."""
         query = self.as_asked(query)
         given = {h.document: h for h in hits}
         personal = is_first_person(query)
@@ -180,10 +181,14 @@ class GraphIndex(DocumentIndex):
         user = self.user if personal and _says_something(query, embedder.knows_form) else None
         own = set(user.own.tolist()) if user is not None else set()
         shaped = answering(self, query, embedder, pool, user)
+        shape = asked_shape(query)
+        if shape is Shape.PLACE:  # a proper name, which most notes hold, says too little of a place
+            shape = None
         out = []
         for d, cosine in zip(pool.tolist(), cosines.tolist()):
             hit = given.get(d) or Hit(self.entities[self.owner[d]], self.observations[d], 0.0, 0.0, 0.0, d)
-            out.append(replace(hit, cosine=cosine, own=d in own, shaped=d in shaped))
+            fits = shape is not None and has_shape(self.observations[d] or "", shape)
+            out.append(replace(hit, cosine=cosine, own=d in own, shaped=d in shaped, fits=fits))
         return out
 
     def relevance(

@@ -3,6 +3,7 @@ in a ranking, that it reads no text twice, and that search goes on without it.""
 
 import json
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -593,3 +594,36 @@ def test_a_match_the_transformer_finds_alone_is_not_called_weak_evidence(tmp_pat
         outcome = searcher.search([Target("m", store)], query, "hybrid", 10, None)
         assert answers(outcome, 1) == [("default_user", answer)], answers(outcome, 10)
         assert "weak" not in (outcome.note or ""), outcome.note
+
+
+def test_a_note_with_the_shape_of_answer_asked_for_goes_first_of_two_alike():
+    # "what time is pottery": of two notes read alike, the one holding a time answers it; the mark is the question's
+    # shape (answers.py), whoever's note it is
+    from memory_server.hits import Hit, LabelledHit
+
+    pool = [
+        ("Pottery class", "Glaze firings on Saturdays; pick up pieces within two weeks", False),
+        ("Pottery class", "Wednesdays 19h to 21h30", True),
+    ]
+    hits = [
+        LabelledHit(Hit(Entity(name, "class", []), said, 0.7, 0.7, 2.8, n, 0.5, fits=fits), "m", ())
+        for n, (name, said, fits) in enumerate(pool)
+    ]
+    order = [labelled.hit.observation for labelled in rerank.reordered(hits)]
+    assert order[0] == "Wednesdays 19h to 21h30", order
+    unmarked = [LabelledHit(replace(h.hit, fits=False), "m", ()) for h in hits]
+    assert [h.hit.observation for h in rerank.reordered(unmarked)][0] == pool[0][1]  # the order given, else
+
+
+def test_the_notes_with_the_shape_a_question_asks_for_are_marked_as_fitting(tmp_path):
+    entities = [
+        Entity("Pottery class", "class", ["Glaze firings on Saturdays; pick up pieces later", "Wednesdays 19h to 21h30"])
+    ]
+    store = store_with(tmp_path, "pottery", entities, [])
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "what time is pottery", "hybrid", 10, None)
+    fitting = [h.hit.observation for h in outcome.hits if h.hit.fits]
+    assert fitting == ["Wednesdays 19h to 21h30"], fitting
+    # a place is a proper name, which most notes hold: no mark
+    outcome = searcher.search([Target("m", store)], "where is pottery", "hybrid", 10, None)
+    assert not any(h.hit.fits for h in outcome.hits), [h.hit.observation for h in outcome.hits]
