@@ -44,7 +44,13 @@ _ASKS = (
     # another registration's ("my nursing registration number": "Registration #0412557"); "license plate" has "plate"
     (("number plate", "plate number", "licence plate", "plate", "reg", "rego", "registration number"), Shape.PLATE),
     # someone's number is their phone's ("whats bryce's number", "the number for the GP"); "my IRD number" is not
-    (("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"), Shape.PHONE),
+    (
+        (
+            *("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"),
+            *("how do i reach", "how can i reach", "how do i contact", "how can i contact", "how to reach"),
+        ),
+        Shape.PHONE,
+    ),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
     (
         (
