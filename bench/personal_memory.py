@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Eleven personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Thirteen personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -47,6 +47,15 @@ entities, written as an assistant would have stored it, with questions asked as 
   custody weeks into a calendar feed), terse notes about "default_user" at home and full sentences about "Lindiwe
   Khumalo" at work, topic entities ("Health", "Car", "House", "Money", "Kids' school", "Documents"), facts in
   relations, dated and updated notes (phone, dose, car, rent, care fees, handover), South African formats and words.
+- `fernanda` (dev, round 15, written blind): Fernanda Ribeiro's (a freelance translator in Montréal, a common-law
+  partner and his daughter half the week, her mother in Brazil, migraines, Québec sales taxes; her project is alinhar,
+  a Rust tool aligning old translations), terse notes about "default_user" at home and full sentences at work, French
+  and Portuguese words, nicknames, typos; questions mostly paraphrased.
+- `kenji` (dev, round 16, written blind): Kenji Arakawa's (a small-animal vet in Matsumoto with two bosses and a
+  monthly night shift elsewhere, a wife and two children, his parents' orchard and his in-laws in Nagoya, high blood
+  pressure, kendo; his project is keiko-bot, a LINE bot for his dōjō), terse notes about "default_user" at home and
+  full sentences about "Kenji Arakawa" at work, topic entities, facts in relations, dated and updated notes, Japanese
+  formats and words, near-duplicate birthdays, doctors, cars, managers and patients.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -55,7 +64,7 @@ came back, and, for the questions the memory cannot answer, how many came back o
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py
-        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|lindiwe|tom|priya|margit] [--misses]
+        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|lindiwe|fernanda|kenji|tom|priya|margit] [--misses]
 """
 
 from __future__ import annotations

@@ -410,11 +410,21 @@ def _theirs(
     """For a question through the one a role names ("who is my son's teacher", "my ex's girlfriend"), what
     `relatives_of` finds of them; None when the question asks no one through them."""
     said = words(query)
-    through = (said[n + 3] for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s")
-    asked = kinship.as_theirs(next(through, ""))
-    if not (kinship.kin(asked) or is_title(asked)):  # "my husband's job" asks his, of him
+    at = next((n + 3 for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s"), None)
+    asked = _someone_at(said, at) if at is not None else None
+    if asked is None:  # "my husband's job" asks his, of him
         return None
     return relatives_of(index, chosen, asked, embedder)
+
+
+def _someone_at(said: list[str], at: int) -> str | None:
+    """The relative or job the word at `at` names, as a kinship word or a title ("boy": son), or None: for another
+    word, or one that begins a longer name ("Sota's parent teacher meeting" asks of a meeting, not of a parent)."""
+    asked = kinship.as_theirs(said[at])
+    following = said[at + 1] if at + 1 < len(said) else ""
+    if not (kinship.kin(asked) or is_title(asked)) or kinship.kin(following) or is_title(following):
+        return None
+    return asked
 
 
 def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray] | None:
@@ -423,8 +433,8 @@ def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np
     the question asks no one so; when no one is that to them, their notes that say who is ("Kids: Theo")."""
     said = words(unaccented(query))
     for n in range(len(said) - 2):
-        first, asked = said[n], kinship.as_theirs(said[n + 2])
-        if said[n + 1] != "s" or first in STOPWORDS or not (kinship.kin(asked) or is_title(asked)):
+        first, asked = said[n], _someone_at(said, n + 2)
+        if said[n + 1] != "s" or first in STOPWORDS or asked is None:
             continue
         people = _people_called(index, first)
         if people:

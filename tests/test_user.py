@@ -828,6 +828,8 @@ def test_a_question_through_someone_named_reaches_whom_it_asks_about(bundled):
     # what else is hers names no one: "Léa's school concert" makes the rota no teacher
     assert through(bundled, "who is Léa's teacher") is None
     assert through(bundled, "what is Léa's phone number") is None  # asked of her, not through her
+    # a kinship word or a title that begins a longer name asks of that, not of a relative: a meeting, here
+    assert through(bundled, "when is Léa's parent teacher meeting") is None
 
 
 def test_a_name_someone_goes_by_and_a_boy_said_as_theirs_reach_their_child(bundled):
