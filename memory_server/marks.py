@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from memory_server.search import GraphIndex
     from memory_server.user import User
 
+# Shapes that many of a person's notes have (a date, a time, a figure): marked for a question about the person
+# ("how old is my son"), not for one about a thing of theirs
+_ANY_NOTES = frozenset({Shape.DATE, Shape.TIME, Shape.NUMBER})
 NAMED_AT_MOST = 8  # notes answering a phone or birthday question one entity may have: a person's, not a list's
 
 
@@ -66,6 +69,8 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
         births = {d for d in about if says_birth(index.observations[d] or "")} if birth else set()
         if births:  # of a relative's dated notes, those that say the birth ("Born 12 January 1957")
             return births
+        if shape in _ANY_NOTES and _of_theirs(query):  # "when is my mom's next eye shot": the shot's date, not hers
+            return set()
     elif user is not None and asks_own_birth(query):  # of the user's many dated notes, only those saying a birth
         own = set(user.own.tolist())
         return {d for d in pool if d in own and says_birth(index.observations[d] or "")}
@@ -91,6 +96,16 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
 def _owned_answers(index: GraphIndex, pool: list[int], owners: set[int], answers: Callable[[str], bool]) -> set[int]:
     """Those of `pool` that are notes of `owners` and that `answers` accepts."""
     return {d for d in pool if int(index.owner[d]) in owners and answers(index.observations[d] or "")}
+
+
+def _of_theirs(query: str) -> bool:
+    """Whether a first-person question asks about a thing of the one it names by role ("my mom's next eye shot", "my
+    son's school fees"), not about them ("my mom's birthday" is asked by asks_birth)."""
+    said = words(query)
+    return any(
+        said[n] in ("my", "our") and said[n + 2] == "s" and not (kinship.kin(said[n + 3]) or is_title(said[n + 3]))
+        for n in range(len(said) - 3)
+    )
 
 
 def _through_another(query: str) -> bool:

@@ -89,6 +89,7 @@ _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 _HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|grandpa|gran|grandad|granddad"
 _PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
 _AND_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\s+(?:and|or|&)\s+$", re.IGNORECASE)  # "mum and " before "dad"
+_IS_SHORTENED = frozenset("what when where who how why that it there here he she".split())  # "when's" is "when is"
 _WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type
@@ -160,8 +161,9 @@ def _someones(before: str) -> bool:
     paired = _AND_PARENT.search(before)
     if paired:
         return _someones(before[: paired.start()])
-    last = before.split()[-1].lower() if before.split() else ""
-    return before.endswith(("-", "'", "\u2019")) or last in _WHOSE or last.endswith(("'s", "\u2019s", "s'"))
+    last = before.split()[-1].lower().replace("\u2019", "'") if before.split() else ""
+    possessive = last.endswith(("'s", "s'")) and last[:-2] not in _IS_SHORTENED
+    return before.endswith(("-", "'", "\u2019")) or last in _WHOSE or possessive
 
 
 def user_of(index: GraphIndex) -> User | None:

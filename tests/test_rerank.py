@@ -627,3 +627,19 @@ def test_the_notes_with_the_shape_a_question_asks_for_are_marked_as_fitting(tmp_
     # a place is a proper name, which most notes hold: no mark
     outcome = searcher.search([Target("m", store)], "where is pottery", "hybrid", 10, None)
     assert not any(h.hit.fits for h in outcome.hits), [h.hit.observation for h in outcome.hits]
+
+
+def test_a_thing_of_a_relative_asked_for_marks_none_of_their_dates(tmp_path):
+    # "when is my mom's next eye shot" asks the shot's date: her birthday and the year she moved in are dates of hers,
+    # not answers (they were marked, and lifted over the clinic's "next Dec 3")
+    entities = [
+        Entity("default_user", "person", ["Name: Rosa Delgado", "Owns a bakery"]),
+        Entity("Carmen Delgado", "person", ["Birthday December 8", "Moved in with us in 2023 after a fall"]),
+        Entity("Retina Associates", "clinic", ["Mom's eye clinic, Dr. Kapoor; injections every 6 weeks, next Dec 3"]),
+    ]
+    store = store_with(tmp_path, "rosa", entities, [Relation("default_user", "Carmen Delgado", "child of")])
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "when is my mom's next eye shot", "hybrid", 10, None)
+    assert not [hit for hit in marked(outcome) if hit[0] == "Carmen Delgado"], marked(outcome)
+    outcome = searcher.search([Target("m", store)], "when is my mom's birthday", "hybrid", 10, None)
+    assert marked(outcome) == [("Carmen Delgado", "Birthday December 8")], marked(outcome)

@@ -905,6 +905,8 @@ def test_mum_said_without_whose_is_the_users_mother(tmp_path, bundled):
         ("when is Aoifeen's party", "when is Aoifeen's party"),  # a whole name only
         ("which care home is mum in", "which care home is my mum in"),
         ("when did Dad retire", "when did my Dad retire"),
+        ("when's dad's birthday", "when's my dad's birthday"),  # "when's" is "when is", no one's
+        ("what\u2019s mum\u2019s number", "what\u2019s my mum\u2019s number"),
         ("where do I send parcels for mum and dad", "where do I send parcels for my mum and my dad"),
         ("what's Ciara's mum's name", "what's Ciara's mum's name"),  # someone else's
         ("does the kids' mum know", "does the kids' mum know"),
