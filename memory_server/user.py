@@ -89,7 +89,8 @@ _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 _HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|grandpa|gran|grandad|granddad"
 _PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
 _AND_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\s+(?:and|or|&)\s+$", re.IGNORECASE)  # "mum and " before "dad"
-_IS_SHORTENED = frozenset("what when where who how why that it there here he she".split())  # "when's" is "when is"
+# "when's" is "when is", no one's
+_IS_SHORTENED = frozenset({"what", "when", "where", "who", "how", "why", "that", "it", "there", "here", "he", "she"})
 _WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
 _WORD_BREAK = re.compile(r"[_\-]+|(?<=[a-z])(?=[A-Z])")  # "child_of", "worksAt": the words of a relation type

@@ -612,7 +612,8 @@ def test_a_note_with_the_shape_of_answer_asked_for_goes_first_of_two_alike():
     order = [labelled.hit.observation for labelled in rerank.reordered(hits)]
     assert order[0] == "Wednesdays 19h to 21h30", order
     unmarked = [LabelledHit(replace(h.hit, fits=False), "m", ()) for h in hits]
-    assert [h.hit.observation for h in rerank.reordered(unmarked)][0] == pool[0][1]  # the order given, else
+    order = [labelled.hit.observation for labelled in rerank.reordered(unmarked)]
+    assert order[0] == pool[0][1], order  # the order given, else
 
 
 def test_the_notes_with_the_shape_a_question_asks_for_are_marked_as_fitting(tmp_path):
