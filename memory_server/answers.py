@@ -44,13 +44,7 @@ _ASKS = (
     # another registration's ("my nursing registration number": "Registration #0412557"); "license plate" has "plate"
     (("number plate", "plate number", "licence plate", "plate", "reg", "rego", "registration number"), Shape.PLATE),
     # someone's number is their phone's ("whats bryce's number", "the number for the GP"); "my IRD number" is not
-    (
-        (
-            *("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"),
-            *("how do i reach", "how can i reach", "how do i contact", "how can i contact", "how to reach"),
-        ),
-        Shape.PHONE,
-    ),
+    (("phone", "mobile", "cell", "telephone", "whatsapp", "s number", "my number", "the number for"), Shape.PHONE),
     (("how much", "how many", "number", "cost", "price", "rate"), Shape.NUMBER),
     (
         (
@@ -77,6 +71,7 @@ _ASKS = (
         Shape.OCCUPATION,
     ),
 )
+_REACH = re.compile(r"\bhow (?:do|can|could|should) (?:i|we) (?:reach|contact|get hold of|get in touch with)\b")
 # "what does my husband do", "what did Dad do": a question that ends on its verb "do" asks what someone does
 _DOES = re.compile(r"^(?:what|wat) (?:does|did|do) .+ do$")
 # Words that say a job where no title does: "Works as an architect", "Runs a small bookshop", "Owns Delgado Auto
@@ -192,6 +187,12 @@ def _own(before: str) -> bool:
     if any(kin(m.group(1).lower()) for m in _KIN_NAMED.finditer(before)):
         return False
     return not any(word == "s" or kin(word) for word in words(_CLAUSE.split(before)[-1]))
+
+
+def asks_to_reach(question: str) -> bool:
+    """Whether a question asks how to reach someone or something ("how do I reach Léa's mom", "how can we contact
+    the landlord"): of a person, their number answers it; of a place, the way there ("how do I reach the campsite")."""
+    return bool(_REACH.search(question.lower()))
 
 
 def asking_words(shape: Shape) -> frozenset[str]:

@@ -80,6 +80,11 @@ def as_theirs(word: str) -> str:
     return _CHILD_AS_THEIRS.get(word, word)
 
 
+def of_kind(asked: str) -> list[str]:
+    """The kinship words that name a relative of the kind `asked` names, of no other sex (`same_relative`)."""
+    return [word for word in _KIN if same_relative(word, asked)]
+
+
 def same_relative(word: str, asked: str) -> bool:
     """Whether a kinship `word` names a relative of the kind `asked` names, of no other sex ("kids" for "son",
     not "daughter")."""

@@ -17,6 +17,7 @@ from memory_server.answers import (
     asks_birth,
     asks_own_birth,
     asks_own_wedding,
+    asks_to_reach,
     has_shape,
     says_birth,
     says_wedding,
@@ -24,7 +25,7 @@ from memory_server.answers import (
 from memory_server.joined import unaccented
 from memory_server.lexical import STOPWORDS, is_first_person, stem, stems, words
 from memory_server.occupations import is_title
-from memory_server.user import possessed, role_documents, through_named
+from memory_server.user import asks_through, possessed, role_documents, someone_at, through_named
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,15 +53,20 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     if user is not None and asks_own_wedding(query):  # "Married 18 August 2016" is the spouse's note
         return _owned_answers(index, pool, _married(index, user), says_wedding)
     shape = asked_shape(query)
-    theirs = through_named(index, query, embedder) if _through_another(query) else None
+    # through another ("what does my husband's brother do", "Cian's boss"): neither the role found nor the one named
+    # is the one asked about, and a mark would lift their answer over the right one's, unless the other is found
+    through = asks_through(query)
+    owned = possessed(query)
+    if shape is None and asks_to_reach(query) and (through or any(kinship.kin(w) or is_title(w) for w in owned)):
+        shape = Shape.PHONE  # how to reach a person: their number
+    theirs = through_named(index, query, embedder) if through else None
     if theirs is not None:  # "how do I reach Léa's mom": her mother's number, not Léa's
         reached, notes = (set(found.tolist()) & set(pool) for found in theirs)
         return notes if shape is None else {d for d in reached if has_shape(index.observations[d] or "", shape)}
-    if shape is None and user is not None and _through_another(query):  # "who is my son's teacher": "Oisín's teacher"
+    if shape is None and user is not None and through:  # "who is my son's teacher": "Oisín's teacher"
         return set(role_documents(index, user, query, embedder, documents)[1].tolist()) & set(pool)
-    if shape is None or _through_another(query):
+    if shape is None or through:
         return set()
-    owned = possessed(query)
     kin = any(kinship.kin(w) for w in owned) and kinship.named_in(query)  # not "my mother-in-law"
     birth = asks_birth(query)
     if user is not None and (kin or any(is_title(w) for w in owned)):
@@ -102,18 +108,8 @@ def _of_theirs(query: str) -> bool:
     """Whether a first-person question asks about a thing of the one it names by role ("my mom's next eye shot", "my
     son's school fees"), not about them ("my mom's birthday" is asked by asks_birth)."""
     said = words(query)
-    return any(
-        said[n] in ("my", "our") and said[n + 2] == "s" and not (kinship.kin(said[n + 3]) or is_title(said[n + 3]))
-        for n in range(len(said) - 3)
-    )
-
-
-def _through_another(query: str) -> bool:
-    """Whether a question asks about someone through another ("what does my husband's brother do", "Cian's boss": a
-    possessive before a kinship word or a title): neither the role found nor the one named is the one asked about,
-    and a mark would lift their answer over the right one's."""
-    said = words(query)
-    return any(word == "s" and (kinship.kin(after) or is_title(after)) for word, after in itertools.pairwise(said))
+    owners = (n for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s")
+    return any(not someone_at(said, n + 3) for n in owners)
 
 
 def _asks_own(owned: list[str]) -> bool:
@@ -173,7 +169,7 @@ def named_answers(index: GraphIndex, query: str, documents: list[int], user: Use
     if user is not None and asks_own_wedding(query):
         return _answering_notes(index, sorted(_married(index, user)), says_wedding)
     shape = asked_shape(query)
-    if not (shape in (Shape.PHONE, Shape.PLATE) or asks_birth(query)) or _through_another(query):
+    if not (shape in (Shape.PHONE, Shape.PLATE) or asks_birth(query)) or asks_through(query):
         return []
     if user is not None and (asks_own_birth(query) or any(kinship.kin(w) or is_title(w) for w in possessed(query))):
         return []

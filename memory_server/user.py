@@ -60,7 +60,7 @@ _ALIAS = re.compile(
 # called Minou", "Brother called Nikos Papadakis", "a bar known as The Spot"), and a note that opens with "Called
 # ..." is a phone call.
 _NAMED_FIRST = re.compile(r"([A-Z][\w'-]*(?: [A-Z][\w'-]*)+)\s*,\s*")  # "Kwabena Mensah, " before "goes by Kwab"
-_QUOTED = re.compile(r"[\"\u201c]([A-Z][\w'-]*)[\"\u201d]")  # a quoted name: "Rafa"
+_QUOTED = re.compile(r"[\"\u201c]([^\W\d_][\w'-]*)[\"\u201d]")  # a quoted word, a name if capitalised: "Rafa", "Élo"
 _CLAUSE_END = tuple(",;:(.!?-\u2013\u2014")
 _BEFORE_ALIAS = frozenset({"also", "usually", "often", "sometimes", "mostly", "be", "been", "my"})
 # Relation types that say two entities are one person ("default_user" -is-> "Aoife Gallagher").
@@ -90,6 +90,10 @@ _HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|
 _PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
 _AND_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\s+(?:and|or|&)\s+$", re.IGNORECASE)  # "mum and " before "dad"
 # "when's" is "when is", no one's
+# Words after a relative or a job that still ask about them: "what's Rafa's wife called", "Léa's mom's number"
+_AFTER_SOMEONE = frozenset(
+    {"called", "named", "name", "number", "phone", "mobile", "cell", "email", "address", "birthday"}
+)
 _IS_SHORTENED = frozenset({"what", "when", "where", "who", "how", "why", "that", "it", "there", "here", "he", "she"})
 _WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
@@ -414,20 +418,29 @@ def _theirs(
     `relatives_of` finds of them; None when the question asks no one through them."""
     said = words(query)
     at = next((n + 3 for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s"), None)
-    asked = _someone_at(said, at) if at is not None else None
+    asked = someone_at(said, at) if at is not None else None
     if asked is None:  # "my husband's job" asks his, of him
         return None
     return relatives_of(index, chosen, asked, embedder)
 
 
-def _someone_at(said: list[str], at: int) -> str | None:
-    """The relative or job the word at `at` names, as a kinship word or a title ("boy": son), or None: for another
-    word, or one that begins a longer name ("Sota's parent teacher meeting" asks of a meeting, not of a parent)."""
-    asked = kinship.as_theirs(said[at])
+def someone_at(said: list[str], at: int) -> str | None:
+    """The relative or job the word at `at` of a question's words names, as a kinship word or a title ("boy": son),
+    when the question asks about them: the word ends the phrase ("who is Kofi's teacher", "Léa's mom's number",
+    "what's Rafa's wife called"); None for another word, or one that begins a longer name ("Kofi's doctor
+    appointment", "Sota's parent teacher meeting" ask of an appointment and a meeting)."""
+    asked = kinship.as_theirs(said[at]) if at < len(said) else ""
     following = said[at + 1] if at + 1 < len(said) else ""
-    if not (kinship.kin(asked) or is_title(asked)) or kinship.kin(following) or is_title(following):
+    if not (kinship.kin(asked) or is_title(asked)):
         return None
-    return asked
+    return asked if not following or following in STOPWORDS or following in _AFTER_SOMEONE else None
+
+
+def asks_through(query: str) -> bool:
+    """Whether a question asks about someone through another ("what does my husband's brother do", "Cian's boss",
+    "how old is Rafa's boy"): a possessive before a relative or a job, as `someone_at` reads it."""
+    said = words(query)
+    return any(word == "s" and someone_at(said, n + 1) for n, word in enumerate(said))
 
 
 def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray] | None:
@@ -436,10 +449,10 @@ def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np
     the question asks no one so; when no one is that to them, their notes that say who is ("Kids: Theo")."""
     said = words(unaccented(query))
     for n in range(len(said) - 2):
-        first, asked = said[n], _someone_at(said, n + 2)
-        if said[n + 1] != "s" or first in STOPWORDS or asked is None:
+        if said[n + 1] != "s" or not _may_name(said, n):
             continue
-        people = _people_called(index, first)
+        first, asked = said[n], someone_at(said, n + 2)
+        people = _people_called(index, first) if asked is not None else []
         if people:
             found = relatives_of(index, people, asked, embedder, first)
             notes = _saying(index, people, asked) if found is None else None
@@ -447,31 +460,42 @@ def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np
     return None
 
 
+def _may_name(said: list[str], at: int) -> bool:
+    """Whether the word at `at`, before a possessive, may be someone's name: not a stop word, nor after one that
+    makes it a common noun ("my sister's", "the company's"), nor a relative or a job itself (`_theirs` asks those)."""
+    word, before = said[at], said[at - 1] if at else ""
+    return not (word in STOPWORDS or before in _WHOSE or kinship.kin(word) or is_title(word))
+
+
 def _saying(index: GraphIndex, people: list[int], asked: str) -> np.ndarray:
     """The notes of `people` that name the relative or the job asked for, when nothing else says who it is ("Kids:
-    Theo (born 11 January 2018)" for "how old is Rafa's boy"; "Titulaire (homeroom teacher): Mme Roy")."""
-    found = []
-    for number in people:
-        start = int(index.name_doc[number])
-        for document in range(start + 1, start + int(index.documents.counts[number])):
+    Theo (born 11 January 2018)" for "how old is Rafa's boy"; "Titulaire (homeroom teacher): Mme Roy"): from the
+    postings of those words, not a reading of every note of theirs."""
+    found = set()
+    for word in {asked, *kinship.of_kind(asked)}:
+        holding = _postings(index, word)
+        for document in holding[np.isin(index.owner[holding], people)].tolist():
             said = words(index.observations[document] or "")
             if any(w == asked or kinship.same_relative(w, asked) for w in said):
-                found.append(document)
-    return np.asarray(found, dtype=np.int64)
+                found.add(document)
+    return np.asarray(sorted(found), dtype=np.int64)
 
 
 def _people_called(index: GraphIndex, first: str) -> list[int]:
-    """The people whose first name is `first`, or who a note of theirs says go by it ("Younger brother, "Rafa"")."""
-    found = set()
-    for document in _holding(index, first):
-        owner = int(index.owner[document])
-        if owner in found or not _is_person(index, owner):
+    """The people whose first name is `first`, or who a note of theirs says go by it ("Younger brother, "Rafa""):
+    each entity holding the word looked at once, its notes read only when its own name is another."""
+    documents = _postings(index, first)
+    found = []
+    for owner in np.unique(index.owner[documents]).tolist():
+        if not _is_person(index, owner):
             continue
-        name = index.entities[owner].name
-        aliases = _aliases(index.observations[document] or "") + _quoted(index.observations[document] or "")
-        if unaccented(_first(name)) == first or any(unaccented(a).lower() == first for a in aliases):
-            found.add(owner)
-    return sorted(found)
+        if unaccented(_first(index.entities[owner].name)) == first:
+            found.append(owner)
+            continue
+        said = (index.observations[d] or "" for d in documents[index.owner[documents] == owner].tolist())
+        if any(unaccented(a).lower() == first for note in said for a in _aliases(note) + _quoted(note)):
+            found.append(owner)
+    return found
 
 
 def relatives_of(
@@ -485,14 +509,17 @@ def relatives_of(
     numbers = index.entity_cache().numbers()
     roles = _related(index.graph.relations_touching(names), names, numbers, True)
     noted: dict[int, list[int]] = {}
-    for first in {_first(name) for name in names if len(_first(name)) > 2} | ({called} - {""}):
-        for document in _holding(index, first):
+    firsts = {unaccented(_first(name)) for name in names if len(_first(name)) > 2} | ({unaccented(called)} - {""})
+    for first in firsts:
+        holding = _postings(index, first)
+        # another's notes: each of theirs holds their name (a document opens with it), and says nothing of another
+        for document in holding[~np.isin(index.owner[holding], chosen)].tolist():
             # a relative or a job ("Oisín's teacher"), not what else is theirs ("Lwazi's school concert")
-            said = called_in(index.observations[document] or "", (first,))
-            called = [phrase for phrase in said if any(kinship.kin(w) or is_title(w) for w in phrase.split())]
-            if called:
+            said = called_in(unaccented(index.observations[document] or ""), (first,))
+            roles_said = [phrase for phrase in said if any(kinship.kin(w) or is_title(w) for w in phrase.split())]
+            if roles_said:
                 owner = int(index.owner[document])
-                roles.setdefault(owner, set()).update(called)
+                roles.setdefault(owner, set()).update(roles_said)
                 noted.setdefault(owner, []).append(document)
     for number in chosen:
         roles.pop(number, None)
@@ -532,9 +559,14 @@ def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:
 
 def _holding(index: GraphIndex, first: str) -> list[int]:
     """The documents holding a first name as a word, from its postings (not a pass over every document)."""
-    terms = tokenize(first)
+    return _postings(index, first).tolist()
+
+
+def _postings(index: GraphIndex, word: str) -> np.ndarray:
+    """The documents holding a word, as an array (`_holding`)."""
+    terms = tokenize(word)
     term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
-    return index.lexical.postings(term)[0].tolist() if term is not None else []
+    return index.lexical.postings(term)[0] if term is not None else np.zeros(0, dtype=np.int64)
 
 
 def _is_person(index: GraphIndex, number: int) -> bool:
@@ -753,9 +785,12 @@ def _quoted(observation: str) -> list[str]:
     found = []
     for match in _QUOTED.finditer(observation):
         before = observation[: match.start()].rstrip()
-        if not before or before.endswith(_CLAUSE_END):
+        # not after a label ("Kids: "Rafa" (9) and "Bia" (6)": the children's names, not the entity's)
+        opens = not before or (before.endswith(_CLAUSE_END) and not before.endswith(":"))
+        if opens and match.group(1)[0].isupper():
             found.append(match.group(1))
     return found
+
 
 
 def _first(name: str) -> str:

@@ -644,3 +644,37 @@ def test_a_thing_of_a_relative_asked_for_marks_none_of_their_dates(tmp_path):
     assert not [hit for hit in marked(outcome) if hit[0] == "Carmen Delgado"], marked(outcome)
     outcome = searcher.search([Target("m", store)], "when is my mom's birthday", "hybrid", 10, None)
     assert marked(outcome) == [("Carmen Delgado", "Birthday December 8")], marked(outcome)
+
+
+def test_how_to_reach_someone_marks_their_number_and_not_a_places(tmp_path):
+    entities = [
+        Entity("default_user", "person", ["Name: Fernanda Ribeiro", "Translator"]),
+        Entity("Léa Gagnon", "person", ["Mathieu's daughter", "Her own cell: 514-555-0319"]),
+        Entity("Karine Lefebvre", "person", ["Léa's mother; separated from Mathieu in 2015", "Cell 514-555-0447"]),
+        Entity("Glenmore campsite", "place", ["Take the N11 south, exit 12, then 3 km", "Booking line 0404 45678"]),
+    ]
+    store = store_with(tmp_path, "fernanda", entities, [])
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "how do I reach Léa's mom", "hybrid", 10, None)
+    assert marked(outcome) == [("Karine Lefebvre", "Cell 514-555-0447")], marked(outcome)  # hers, not Léa's
+    outcome = searcher.search([Target("m", store)], "how do I reach the campsite", "hybrid", 10, None)
+    assert marked(outcome) == [], marked(outcome)
+    assert answers(outcome, 1) == [("Glenmore campsite", "Take the N11 south, exit 12, then 3 km")], answers(outcome, 5)
+
+
+def test_a_boy_asked_through_his_parent_is_the_one_marked(tmp_path):
+    # "how old is Rafa's boy" asks of Theo: Rafael's own birth is not the answer, though "Rafa" names him
+    entities = [
+        Entity("default_user", "person", ["Name: Fernanda Ribeiro"]),
+        Entity("Rafael Ribeiro", "person", ['Younger brother, "Rafa"', "Born 3 May 1985"]),
+        Entity("Theo Ribeiro", "person", ["Born 11 January 2018", "Plays futsal"]),
+    ]
+    relations = [
+        Relation("Rafael Ribeiro", "Theo Ribeiro", "parent of"),
+        Relation("default_user", "Rafael Ribeiro", "sister of"),
+    ]
+    store = store_with(tmp_path, "fernanda", entities, relations)
+    searcher = Searcher(slot(tmp_path))
+    outcome = searcher.search([Target("m", store)], "how old is Rafa's boy", "hybrid", 10, None)
+    assert marked(outcome) == [("Theo Ribeiro", "Born 11 January 2018")], marked(outcome)
+    assert ("Rafael Ribeiro", "Born 3 May 1985") not in answers(outcome, 3), answers(outcome, 5)

@@ -16,7 +16,7 @@ from memory_server.lexical import is_first_person
 from memory_server.search import GraphIndex
 from memory_server.searcher import Searcher, Target
 from memory_server.store import GraphStore
-from memory_server.user import in_first_person, possessed, role_documents, through_named
+from memory_server.user import _quoted, in_first_person, possessed, role_documents, through_named
 from memory_server.user_facts import introduced_as
 
 
@@ -797,6 +797,7 @@ STEPFAMILY = [
     Entity("Léa Gagnon", "person", ["Mathieu's daughter, born 22 June 2012", "Her own cell: 514-555-0319"]),
     Entity("Karine Lefebvre", "person", ["Léa's mother; separated from Mathieu in 2015", "Cell 514-555-0447"]),
     Entity("Rota", "schedule", ["Swapped a shift for Léa's school concert"]),
+    Entity("Dr. Nadia Roy", "person", ["Léa's doctor, Clinique Rosemont"]),
     Entity("Rafael Ribeiro", "person", ['Younger brother, "Rafa"', "Kids: Theo (born 2018) and Alice (born 2020)"]),
     Entity("Camila Souza", "person", ["Rafa's wife; dentist"]),
 ]
@@ -828,8 +829,10 @@ def test_a_question_through_someone_named_reaches_whom_it_asks_about(bundled):
     # what else is hers names no one: "Léa's school concert" makes the rota no teacher
     assert through(bundled, "who is Léa's teacher") is None
     assert through(bundled, "what is Léa's phone number") is None  # asked of her, not through her
-    # a kinship word or a title that begins a longer name asks of that, not of a relative: a meeting, here
+    # a kinship word or a title that begins a longer name asks of that, not of a relative: a meeting, an appointment
     assert through(bundled, "when is Léa's parent teacher meeting") is None
+    assert through(bundled, "when is Léa's doctor appointment") is None
+    assert through(bundled, "what's Léa's mom called")[0] == {"Karine Lefebvre"}  # words that still ask of her
 
 
 def test_a_name_someone_goes_by_and_a_boy_said_as_theirs_reach_their_child(bundled):
@@ -840,6 +843,26 @@ def test_a_name_someone_goes_by_and_a_boy_said_as_theirs_reach_their_child(bundl
         ["Kids: Theo (born 2018) and Alice (born 2020)"],
     )
     assert through(bundled, "what's Rafa's wife called")[0] == {"Camila Souza"}
+
+
+def test_a_name_quoted_at_the_start_of_a_clause_is_the_one_its_entity_goes_by():
+    assert _quoted('Younger brother, "Rafa"; born 1985') == ["Rafa"]
+    assert _quoted('Younger sister, "Élo"') == ["Élo"]  # an accented capital
+    assert _quoted('Calls Fernanda "Fê"') == []  # what she calls another
+    assert _quoted('Kids: "Rafa" (9) and "Bia" (6)') == []  # after a label: the children's names
+    assert _quoted('Says "thanks" a lot') == []
+
+
+def test_a_nickname_with_an_accent_reaches_whom_it_asks_about(bundled):
+    entities = [
+        Entity("default_user", "person", ["Name: Ana Costa"]),
+        Entity("José Costa", "person", ['Older brother, "Zé"', "Lives in Porto"]),
+        Entity("Paula Reis", "person", ["Zé's wife; a nurse"]),
+    ]
+    index = index_of(entities, [Relation("default_user", "José Costa", "sister of")])
+    embedder, _ = bundled.get()
+    documents, _ = through_named(index, "who is Zé's wife", embedder)
+    assert {index.entities[index.owner[d]].name for d in documents} == {"Paula Reis"}
 
 
 def test_the_number_of_someones_mother_is_hers_not_the_childs(tmp_path, bundled):
