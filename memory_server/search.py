@@ -232,8 +232,9 @@ class GraphIndex(DocumentIndex):
         standing of the entity's best document (a standing: how many `spread`s a score stands above the query's
         `usual` one), so "Renate: Retired pharmacist" answers "what did my mother do" better because "Renate:
         Hannah's mother" does. For a first-person question, the documents of the entity asked about through its
-        role for the user (for any question through someone named, "Léa's mom", their role for them) gain ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it
-        is to the user), and count as supported. Supported scores under the usual one are raised to it. `scores`
+        role for the user (for any question through someone named, "Léa's mom", their role for them) gain
+        ROLE_SHARE of the best standing (and IDENTITY_SHARE more for those that say what it is to the user), and
+        count as supported. Supported scores under the usual one are raised to it. `scores`
         change in place; the documents supported now are returned."""
         values = scores.values
         pooled = np.maximum(values[kept], usual)  # the kept documents' scores, worked on together: read once
