@@ -792,6 +792,5 @@ def _quoted(observation: str) -> list[str]:
     return found
 
 
-
 def _first(name: str) -> str:
     return name.split()[0].lower() if name.split() else ""
