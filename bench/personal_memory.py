@@ -1,6 +1,6 @@
 """Retrieval quality on natural questions about a personal + work + project memory (bench/personal_memory/).
 
-Thirteen personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
+Fourteen personas, each a memory in three contexts (personal, work, and a project) among a few hundred distractor
 entities, written as an assistant would have stored it, with questions asked as a user would ("where do I live",
 "who is my boss", "how do I run the tests"), each with the observations that answer it, or none:
 - `hannah` (the dev set): Hannah Brandt's memory, in full sentences about "Hannah Brandt";
@@ -56,6 +56,11 @@ entities, written as an assistant would have stored it, with questions asked as 
   pressure, kendo; his project is keiko-bot, a LINE bot for his dōjō), terse notes about "default_user" at home and
   full sentences about "Kenji Arakawa" at work, topic entities, facts in relations, dated and updated notes, Japanese
   formats and words, near-duplicate birthdays, doctors, cars, managers and patients.
+- `njeri` (dev, round 16, written blind, first measured on that round's final code): Njeri Mwangi's (an agronomist
+  running variety trials for a Kenyan seed company, a husband, two children and a stepson, a house being built, her
+  parents and her mother-in-law upcountry, anaemia; her project is mvua-alerts, a FastAPI service texting rain
+  forecasts to a farmers' cooperative), terse notes about "default_user" at home and full sentences at work, KSh and
+  Kenyan phone formats, Swahili, Kikuyu and Dholuo words, nicknames, five birthdays in one month.
 Two setups:
 - one context: the three memories merged into one file;
 - three contexts: one file each, searched together from the project (as `context: "*"` does, same-project prior on).
@@ -64,7 +69,7 @@ came back, and, for the questions the memory cannot answer, how many came back o
 empty; and the characters of a result (the larger of its text and its structured content, as the agent gets it).
 
     HF_HUB_OFFLINE=1 .venv/bin/python bench/personal_memory.py
-        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|lindiwe|fernanda|kenji|tom|priya|margit] [--misses]
+        [--persona hannah|aoife|dimitra|rosa|kwabena|sione|olivier|lindiwe|fernanda|kenji|njeri|tom|priya|margit] [--misses]
 """
 
 from __future__ import annotations
