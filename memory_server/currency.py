@@ -14,9 +14,8 @@ from dataclasses import replace
 
 from memory_server.answers import MONTHS
 from memory_server.hits import NAME_MATCH_RANK, LabelledHit, by_entity
-from memory_server.kinship import kin
+from memory_server.kinship import names_a_role
 from memory_server.lexical import tokenize, words
-from memory_server.occupations import is_title
 
 # A note that says it no longer holds: "(old number, stopped Feb 2025)", "Previous address: ...", "First fix: 1.89%
 # for 3 years, ended August 2022", "Used to swim". Not "Old ThinkPad for side projects", "a former warehouse", "the
@@ -108,7 +107,7 @@ def _of_time(said: list[str]) -> list[str]:
         for n, word in enumerate(said)
         if word != "ex"
         and not (word == "used" and said[n + 1 : n + 2] != ["to"])
-        and not (word in _ASKS_BEFORE | {"old"} and n + 1 < len(said) and (kin(said[n + 1]) or is_title(said[n + 1])))
+        and not (word in _ASKS_BEFORE | {"old"} and n + 1 < len(said) and names_a_role(said[n + 1]))
     ]
 
 

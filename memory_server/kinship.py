@@ -75,6 +75,11 @@ def kin(word: str) -> tuple[str, str] | None:
     return _KIN.get(word)
 
 
+def names_a_role(word: str) -> bool:
+    """Whether a word names someone by what they are: a relative ("mum") or a job title ("dentist")."""
+    return kin(word) is not None or is_title(word)
+
+
 def as_theirs(word: str) -> str:
     """The kinship word a word after a possessive says: "son" for "boy" ("Rafa's boy"); any other word itself."""
     return _CHILD_AS_THEIRS.get(word, word)
@@ -178,7 +183,7 @@ def _ex_alone(parts: list[str], at: int) -> bool:
     """Whether the "ex" at `at` names the ex-spouse: said as theirs ("my ex", "my ex's girlfriend", "when does my ex
     pick up the kids"), not before the one it makes former ("my ex wife", "my ex boss", "my ex flatmate"; "ex VAT")."""
     following = parts[at + 1 : at + 2]
-    qualifies = bool(following) and (kin(following[0]) is not None or following[0] in _EX_OF or is_title(following[0]))
+    qualifies = bool(following) and (names_a_role(following[0]) or following[0] in _EX_OF)
     return at > 0 and parts[at - 1] in ("my", "our") and not qualifies
 
 

@@ -25,7 +25,7 @@ from memory_server.answers import (
 from memory_server.joined import unaccented
 from memory_server.lexical import STOPWORDS, is_first_person, stem, stems, words
 from memory_server.occupations import is_title
-from memory_server.user import asks_through, possessed, role_documents, someone_at, through_named
+from memory_server.user import asks_of_theirs, asks_through, possessed, role_documents, through_named
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,7 +57,7 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
     # is the one asked about, and a mark would lift their answer over the right one's, unless the other is found
     through = asks_through(query)
     owned = possessed(query)
-    if shape is None and asks_to_reach(query) and (through or any(kinship.kin(w) or is_title(w) for w in owned)):
+    if shape is None and asks_to_reach(query) and (through or any(kinship.names_a_role(w) for w in owned)):
         shape = Shape.PHONE  # how to reach a person: their number
     theirs = through_named(index, query, embedder) if through else None
     if theirs is not None:  # "how do I reach Léa's mom": her mother's number, not Léa's
@@ -75,7 +75,7 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
         births = {d for d in about if says_birth(index.observations[d] or "")} if birth else set()
         if births:  # of a relative's dated notes, those that say the birth ("Born 12 January 1957")
             return births
-        if shape in _ANY_NOTES and _of_theirs(query):  # "when is my mom's next eye shot": the shot's date, not hers
+        if shape in _ANY_NOTES and asks_of_theirs(query):  # "when is my mom's next eye shot": the shot's date, not hers
             return set()
     elif user is not None and asks_own_birth(query):  # of the user's many dated notes, only those saying a birth
         own = set(user.own.tolist())
@@ -102,14 +102,6 @@ def answering(index: GraphIndex, query: str, embedder: Embedder, documents: np.n
 def _owned_answers(index: GraphIndex, pool: list[int], owners: set[int], answers: Callable[[str], bool]) -> set[int]:
     """Those of `pool` that are notes of `owners` and that `answers` accepts."""
     return {d for d in pool if int(index.owner[d]) in owners and answers(index.observations[d] or "")}
-
-
-def _of_theirs(query: str) -> bool:
-    """Whether a first-person question asks about a thing of the one it names by role ("my mom's next eye shot", "my
-    son's school fees"), not about them ("my mom's birthday" is asked by asks_birth)."""
-    said = words(query)
-    owners = (n for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s")
-    return any(not someone_at(said, n + 3) for n in owners)
 
 
 def _asks_own(owned: list[str]) -> bool:
@@ -171,7 +163,7 @@ def named_answers(index: GraphIndex, query: str, documents: list[int], user: Use
     shape = asked_shape(query)
     if not (shape in (Shape.PHONE, Shape.PLATE) or asks_birth(query)) or asks_through(query):
         return []
-    if user is not None and (asks_own_birth(query) or any(kinship.kin(w) or is_title(w) for w in possessed(query))):
+    if user is not None and (asks_own_birth(query) or any(kinship.names_a_role(w) for w in possessed(query))):
         return []
     owners = _named(index, documents, _names_in(query, shape))
     if shape is Shape.PLATE and not owners:  # "what's my number plate": "Car: 2022 Suzuki Swift, reg CA 778-215"

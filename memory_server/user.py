@@ -89,11 +89,11 @@ _DESCRIBED = re.compile(r"(?:is |the )?([\w-]+)'s (?:\w+ )?(\w+)")
 _HOME_WORDS = "mum|mom|mam|mammy|mummy|mommy|mama|dad|daddy|papa|granny|grandma|grandpa|gran|grandad|granddad"
 _PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\b(?![-'\u2019]\w\w)", re.IGNORECASE)  # not "mum-to-be", "dad's" is
 _AND_PARENT = re.compile(rf"\b(?:{_HOME_WORDS})\s+(?:and|or|&)\s+$", re.IGNORECASE)  # "mum and " before "dad"
-# "when's" is "when is", no one's
 # Words after a relative or a job that still ask about them: "what's Rafa's wife called", "Léa's mom's number"
 _AFTER_SOMEONE = frozenset(
     {"called", "named", "name", "number", "phone", "mobile", "cell", "email", "address", "birthday"}
 )
+# "when's" is "when is", no one's
 _IS_SHORTENED = frozenset({"what", "when", "where", "who", "how", "why", "that", "it", "there", "here", "he", "she"})
 _WHOSE = frozenset("my our your his her their its the a an this that new single step".split())  # someone's mum
 _DOCTOR = re.compile(r"Dr\.?\s")  # a name that says a doctor ("Dr. Lemalu", "Dr Cho"; not "DR Congo")
@@ -361,7 +361,7 @@ def role_documents(
     ]
     # a word that names a relative or a job comes first: "my manager" names the role in "when is my one-to-one with
     # my manager", "one" does not
-    owned = sorted((w for w in possessed(query) if w in asked), key=lambda w: not (kinship.kin(w) or is_title(w)))
+    owned = sorted((w for w in possessed(query) if w in asked), key=lambda w: not kinship.names_a_role(w))
     by_role = user.roles if owned else user.said
     if not asked or not by_role:
         return none, none
@@ -417,11 +417,16 @@ def _theirs(
     """For a question through the one a role names ("who is my son's teacher", "my ex's girlfriend"), what
     `relatives_of` finds of them; None when the question asks no one through them."""
     said = words(query)
-    at = next((n + 3 for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s"), None)
+    at = next(iter(_after_my_possessive(said)), None)
     asked = someone_at(said, at) if at is not None else None
     if asked is None:  # "my husband's job" asks his, of him
         return None
     return relatives_of(index, chosen, asked, embedder)
+
+
+def _after_my_possessive(said: list[str]) -> list[int]:
+    """Where a question's words go on after "my X's" or "our X's" ("who is my son's teacher": teacher's place)."""
+    return [n + 3 for n in range(len(said) - 3) if said[n] in ("my", "our") and said[n + 2] == "s"]
 
 
 def someone_at(said: list[str], at: int) -> str | None:
@@ -431,7 +436,7 @@ def someone_at(said: list[str], at: int) -> str | None:
     appointment", "Sota's parent teacher meeting" ask of an appointment and a meeting)."""
     asked = kinship.as_theirs(said[at]) if at < len(said) else ""
     following = said[at + 1] if at + 1 < len(said) else ""
-    if not (kinship.kin(asked) or is_title(asked)):
+    if not kinship.names_a_role(asked):
         return None
     return asked if not following or following in STOPWORDS or following in _AFTER_SOMEONE else None
 
@@ -441,6 +446,13 @@ def asks_through(query: str) -> bool:
     "how old is Rafa's boy"): a possessive before a relative or a job, as `someone_at` reads it."""
     said = words(query)
     return any(word == "s" and someone_at(said, n + 1) for n, word in enumerate(said))
+
+
+def asks_of_theirs(query: str) -> bool:
+    """Whether a first-person question asks about a thing of the one it names by role ("my mom's next eye shot", "my
+    son's school fees"), not about someone of theirs ("my son's teacher")."""
+    said = words(query)
+    return any(not someone_at(said, at) for at in _after_my_possessive(said))
 
 
 def through_named(index: GraphIndex, query: str, embedder: Embedder) -> tuple[np.ndarray, np.ndarray] | None:
@@ -464,7 +476,7 @@ def _may_name(said: list[str], at: int) -> bool:
     """Whether the word at `at`, before a possessive, may be someone's name: not a stop word, nor after one that
     makes it a common noun ("my sister's", "the company's"), nor a relative or a job itself (`_theirs` asks those)."""
     word, before = said[at], said[at - 1] if at else ""
-    return not (word in STOPWORDS or before in _WHOSE or kinship.kin(word) or is_title(word))
+    return not (word in STOPWORDS or before in _WHOSE or kinship.names_a_role(word))
 
 
 def _saying(index: GraphIndex, people: list[int], asked: str) -> np.ndarray:
@@ -516,7 +528,7 @@ def relatives_of(
         for document in holding[~np.isin(index.owner[holding], chosen)].tolist():
             # a relative or a job ("Oisín's teacher"), not what else is theirs ("Lwazi's school concert")
             said = called_in(unaccented(index.observations[document] or ""), (first,))
-            roles_said = [phrase for phrase in said if any(kinship.kin(w) or is_title(w) for w in phrase.split())]
+            roles_said = [phrase for phrase in said if any(kinship.names_a_role(w) for w in phrase.split())]
             if roles_said:
                 owner = int(index.owner[document])
                 roles.setdefault(owner, set()).update(roles_said)
@@ -549,7 +561,7 @@ def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:
     firsts = {first for first in (_first(index.entities[n].name) for n in people) if len(first) > 2}
     found = []
     for first in firsts - STOPWORDS:
-        for document in _holding(index, first):
+        for document in _postings(index, first).tolist():
             said = (index.observations[document] or "").lower()
             owner = index.entities[index.owner[document]].name  # "Lwazi Street: Lwazi Street is closed" is its own
             if said.startswith(first) and not said[len(first) : len(first) + 1].isalnum() and _first(owner) != first:
@@ -557,13 +569,9 @@ def _opening_with(index: GraphIndex, people: list[int]) -> np.ndarray:
     return np.asarray(found, dtype=np.int64)
 
 
-def _holding(index: GraphIndex, first: str) -> list[int]:
-    """The documents holding a first name as a word, from its postings (not a pass over every document)."""
-    return _postings(index, first).tolist()
-
-
 def _postings(index: GraphIndex, word: str) -> np.ndarray:
-    """The documents holding a word, as an array (`_holding`)."""
+    """The documents holding a word (a first name, a kinship word), from its postings, not a pass over every
+    document."""
     terms = tokenize(word)
     term = index.lexical.vocabulary.get(terms[0]) if len(terms) == 1 else None
     return index.lexical.postings(term)[0] if term is not None else np.zeros(0, dtype=np.int64)
@@ -765,7 +773,7 @@ def _aliases(observation: str) -> list[str]:
     note that opens with a relative or a job ("Brother Yaw Mensah, goes by Yaw": the brother's)."""
     found: list[str] = []
     opening = words(observation[:40])[:1]
-    if opening and (kinship.kin(opening[0]) or is_title(opening[0])):
+    if opening and kinship.names_a_role(opening[0]):
         return found
     for match in _ALIAS.finditer(observation):
         before = observation[: match.start()].split()
