@@ -86,6 +86,29 @@ def test_questions_sharing_no_word_with_the_fact_find_it(tmp_path):
         assert "re-ranked by all-MiniLM-L6-v2" in outcome.model
 
 
+def test_a_note_of_someone_named_by_role_answers_a_question_about_the_note_itself(tmp_path):
+    # Read as "my class Terminale ...: Bac blanc (mock exam) ..." alone, the class's note fell under three notes
+    # sharing a word ("Karine Blanc"); a question not about the user is read against the note as it is too.
+    entities = [
+        Entity("Olivier Marchetti", "person", ["Physics teacher, mostly Terminales", "Lives in Lyon"]),
+        Entity("Terminale spécialité physique-chimie", "class", [BAC_BLANC, "28 students, Tuesday mornings"]),
+        Entity("Rachid Amrani", "person", ["Shares the bac blanc marking with Olivier and harmonises grades"]),
+        Entity("Karine Blanc", "person", ["Mobile 06 40 88 26 13", "Co-coach of the youth group at the club"]),
+        Entity("Lucas Marchetti", "person", ["Wants a 50cc scooter for his 16th birthday: no until after the bac"]),
+        *AOIFE[6:30],
+    ]
+    relations = [
+        Relation("Olivier Marchetti", "Terminale spécialité physique-chimie", "teaches"),
+        Relation("Lucas Marchetti", "Olivier Marchetti", "child of"),
+    ]
+    store = store_with(tmp_path, "olivier", entities, relations)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "when is the bac blanc", "hybrid", 10, None)
+    assert ("Terminale spécialité physique-chimie", BAC_BLANC) in answers(outcome), answers(outcome, 10)
+
+
+BAC_BLANC = "Bac blanc (mock exam) for Terminales: 19/01/2027, 08:00-11:30, gymnasium"
+
+
 def test_a_question_about_someones_job_puts_the_job_first(tmp_path):
     # The transformer reads "12h night shifts" nearer "what does my husband do" than "Midwife, Rotunda Hospital";
     # the note of the person asked about (by role or by name) that says a job (answers.Shape.OCCUPATION) is marked.
