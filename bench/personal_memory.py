@@ -78,6 +78,7 @@ import argparse
 import importlib
 import json
 import statistics
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,7 +233,12 @@ def override(settings: list[str]) -> None:
         module = next((m for m in modules if hasattr(m, name)), None)
         if module is None:
             raise SystemExit(f"no constant {name} in memory_server.search, .rerank, .lexical or .user")
-        setattr(module, name, type(getattr(module, name))(value))
+        old = getattr(module, name)
+        new = type(old)(value)
+        # and wherever it was imported by name (searcher's RERANK_POOL): an override there alone changed nothing
+        for other in [m for n, m in sys.modules.items() if n.startswith("memory_server.")]:
+            if other is module or getattr(other, name, None) is old:
+                setattr(other, name, new)
         print(f"set {module.__name__}.{name} = {getattr(module, name)}")
 
 
