@@ -109,6 +109,33 @@ def test_a_note_of_someone_named_by_role_answers_a_question_about_the_note_itsel
 BAC_BLANC = "Bac blanc (mock exam) for Terminales: 19/01/2027, 08:00-11:30, gymnasium"
 
 
+def test_a_mark_the_transformer_reads_as_unrelated_does_not_lift_its_note(tmp_path):
+    # "my vet" of a vet reached the pets, and their notes with a number were marked as the answer; the transformer
+    # reads them far from the question (cosines 0.25 to 0.38 against 0.73), so the marks are not trusted.
+    entities = [
+        Entity("Kenji Arakawa", "person", ["Small-animal vet at Agata Animal Hospital since 2014", VET_LICENCE, "Kendo"]),
+        Entity(
+            "Kinako",
+            "dog",
+            [
+                "Shiba inu, female, born 2019",
+                "Dog registration Matsumoto no. 2020-1184; rabies shot every April at our clinic",
+                "Came to us in 2020 as a surrender case at the clinic",
+            ],
+        ),
+        Entity("Mugi", "cat", ["Brown tabby, male, neutered; found as a kitten by Hana in June 2020"]),
+        Entity("Shinano Vet Supply", "supplier", ["The clinic account number is AG-0517"]),
+        *AOIFE[6:30],
+    ]
+    relations = [Relation("Kenji Arakawa", "Kinako", "owns"), Relation("Kenji Arakawa", "Mugi", "owns")]
+    store = store_with(tmp_path, "kenji", entities, relations)
+    outcome = Searcher(slot(tmp_path)).search([Target("m", store)], "what's my vet licence number", "hybrid", 10, None)
+    assert answers(outcome, 1) == [("Kenji Arakawa", VET_LICENCE)], answers(outcome, 10)
+
+
+VET_LICENCE = "His national veterinary licence is number 28451, issued in 2006"
+
+
 def test_a_question_about_someones_job_puts_the_job_first(tmp_path):
     # The transformer reads "12h night shifts" nearer "what does my husband do" than "Midwife, Rotunda Hospital";
     # the note of the person asked about (by role or by name) that says a job (answers.Shape.OCCUPATION) is marked.
