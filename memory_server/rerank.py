@@ -171,10 +171,11 @@ class Reader:
         pool.update(dict.fromkeys(found))
         given = set(documents)
         chosen = [d for d in pool if index.observations[d] is not None or d in given]
-        cosines = self._vectors(memory, [_text(index, d) for d in chosen], READ_AT_ONCE) @ asked
-        if not personal:  # read as the user would say it, and as it is: see _text
-            plain = self._vectors(memory, [_text(index, d, by_role=False) for d in chosen], READ_AT_ONCE) @ asked
-            cosines = np.fmax(cosines, plain)
+        texts = [_text(index, d) for d in chosen]
+        plain = [] if personal else [_text(index, d, by_role=False) for d in chosen]  # and as it is: see _text
+        cosines = self._vectors(memory, texts + plain, READ_AT_ONCE) @ asked  # one budget, as the user says it first
+        if plain:
+            return np.asarray(chosen, dtype=np.int64), np.fmax(cosines[: len(chosen)], cosines[len(chosen) :])
         return np.asarray(chosen, dtype=np.int64), cosines
 
     def _query(self, query: str) -> np.ndarray:
