@@ -75,6 +75,7 @@ empty; and the characters of a result (the larger of its text and its structured
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import json
 import statistics
@@ -233,13 +234,22 @@ def override(settings: list[str]) -> None:
         module = next((m for m in modules if hasattr(m, name)), None)
         if module is None:
             raise SystemExit(f"no constant {name} in memory_server.search, .rerank, .lexical or .user")
-        old = getattr(module, name)
-        new = type(old)(value)
+        new = type(getattr(module, name))(value)
         # and wherever it was imported by name (searcher's RERANK_POOL): an override there alone changed nothing
-        for other in [m for n, m in sys.modules.items() if n.startswith("memory_server.")]:
-            if other is module or getattr(other, name, None) is old:
-                setattr(other, name, new)
+        for other in [module, *_importers(module.__name__, name)]:
+            setattr(other, name, new)
         print(f"set {module.__name__}.{name} = {getattr(module, name)}")
+
+
+def _importers(source: str, name: str) -> list:
+    """The loaded memory_server modules that import `name` from module `source` ("from ... import RERANK_POOL")."""
+    found = []
+    for other in [m for n, m in list(sys.modules.items()) if n.startswith("memory_server.")]:
+        tree = ast.parse(Path(other.__file__).read_text(encoding="utf-8"))
+        imports = (node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == source)
+        if any(alias.name == name for node in imports for alias in node.names):
+            found.append(other)
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
