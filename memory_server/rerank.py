@@ -360,12 +360,22 @@ def _trusted_marks(hits: list[LabelledHit], cosines: np.ndarray, read: np.ndarra
     lost her "Mobile 06 20 47 85 12"; 0.4: +2 and +2; 0.2: -3 and +6)."""
     shaped = np.array([h.hit.shaped for h in hits])
     if read.any():
-        bare = np.array([len(_WORDS.findall(h.hit.observation or "")) <= 1 for h in hits])
+        bare = np.array([_bare(h.hit.observation or "") for h in hits])
         shaped &= ~read | bare | (cosines >= float(cosines[read].max()) - MARK_GAP)
     return shaped
 
 
-_WORDS = re.compile(r"[^\W\d_]{2,}")  # a word for _trusted_marks: two letters or more
+def _bare(note: str) -> bool:
+    """Whether a note is a figure with a word at most ("Cell 514-555-0447", "電話 090-4478-1123"), which the
+    transformer cannot read."""
+    words = len(_LETTERS.findall(note)) + sum(len(run) // 2 for run in _UNSPACED.findall(note))
+    return words <= 1
+
+
+# Words: two letters or more; in a script written without spaces, about two characters each ("電話", "生日")
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+_UNSPACED = re.compile(f"[{_CJK}]+")
+_LETTERS = re.compile(f"[^\\W\\d_{_CJK}]{{2,}}")
 
 
 def _shaped_first(hits: list[LabelledHit], blend: np.ndarray, shaped: np.ndarray) -> None:

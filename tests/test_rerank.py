@@ -113,7 +113,9 @@ def test_a_mark_the_transformer_reads_as_unrelated_does_not_lift_its_note(tmp_pa
     # "my vet" of a vet reached the pets, and their notes with a number were marked as the answer; the transformer
     # reads them far from the question (cosines 0.25 to 0.38 against 0.73), so the marks are not trusted.
     entities = [
-        Entity("Kenji Arakawa", "person", ["Small-animal vet at Agata Animal Hospital since 2014", VET_LICENCE, "Kendo"]),
+        Entity(
+            "Kenji Arakawa", "person", ["Small-animal vet at Agata Animal Hospital since 2014", VET_LICENCE, "Kendo"]
+        ),
         Entity(
             "Kinako",
             "dog",
@@ -668,7 +670,9 @@ def test_a_note_with_the_shape_of_answer_asked_for_goes_first_of_two_alike():
 
 def test_the_notes_with_the_shape_a_question_asks_for_are_marked_as_fitting(tmp_path):
     entities = [
-        Entity("Pottery class", "class", ["Glaze firings on Saturdays; pick up pieces later", "Wednesdays 19h to 21h30"])
+        Entity(
+            "Pottery class", "class", ["Glaze firings on Saturdays; pick up pieces later", "Wednesdays 19h to 21h30"]
+        )
     ]
     store = store_with(tmp_path, "pottery", entities, [])
     searcher = Searcher(slot(tmp_path))
@@ -728,3 +732,11 @@ def test_a_boy_asked_through_his_parent_is_the_one_marked(tmp_path):
     outcome = searcher.search([Target("m", store)], "how old is Rafa's boy", "hybrid", 10, None)
     assert marked(outcome) == [("Theo Ribeiro", "Born 11 January 2018")], marked(outcome)
     assert ("Rafael Ribeiro", "Born 3 May 1985") not in answers(outcome, 3), answers(outcome, 5)
+
+
+def test_a_bare_figure_keeps_its_mark_whatever_script_its_word_is_in():
+    # the transformer cannot read a phone number near a question; a sentence without spaces is many words
+    for note in ("Cell 514-555-0447", "Mobile 06 20 47 85 12", "電話 090-4478-1123", "Tel. 0263-33-4721"):
+        assert rerank._bare(note), note
+    for note in ("Dog registration no. 2020-1184", "Born 12 January 1957", "她的生日是一月十二日", "獣医師免許 28451"):
+        assert not rerank._bare(note), note
