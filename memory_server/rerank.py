@@ -175,7 +175,7 @@ class Reader:
         plain = [] if personal else [_text(index, d, by_role=False) for d in chosen]  # and as it is: see _text
         cosines = self._vectors(memory, texts + plain, READ_AT_ONCE) @ asked  # one budget, as the user says it first
         if plain:
-            return np.asarray(chosen, dtype=np.int64), np.fmax(cosines[: len(chosen)], cosines[len(chosen) :])
+            cosines = np.fmax(cosines[: len(chosen)], cosines[len(chosen) :])
         return np.asarray(chosen, dtype=np.int64), cosines
 
     def _query(self, query: str) -> np.ndarray:
@@ -452,7 +452,7 @@ def _text(index: GraphIndex, document: int, by_role: bool = True) -> str:
     those of someone they name by role (unless not `by_role`), "Name: ..." otherwise. A question that is not the
     user's own ("when is the bac blanc") is read against both a role's text and the plain one, the nearer counting:
     "my class Terminale: Bac blanc (mock exam) 19/01/2027" reads further from it than the note alone (dev personas:
-    10 more questions answered first in one context and across three, as many in the top 3)."""
+    10 more questions answered first in one context and across three; +1 and -2 in the top 3)."""
     entity = index.owner[document]
     observation = index.observations[document]
     name = index.entities[entity].name
